@@ -1,0 +1,32 @@
+"""dynid: identify the dynamics behind time-series files.
+
+The Python API mirrors the command line: ``load`` reads data into a ``Dataset``; ``fit``,
+``forecast`` and ``score`` work on it; ``save_model``/``load_model`` handle ``.dynid`` files.
+Names are imported on first use so that ``dynid --help`` stays fast.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import Any
+
+__version__ = "0.1.0"
+
+_EXPORTS = {
+    "load": "dynid.data",
+    "Dataset": "dynid.data",
+    "Trial": "dynid.data",
+    "fit": "dynid.api",
+    "forecast": "dynid.api",
+    "score": "dynid.api",
+    "save_model": "dynid.modelfile",
+    "load_model": "dynid.modelfile",
+}
+
+__all__ = ["__version__", *_EXPORTS]
+
+
+def __getattr__(name: str) -> Any:
+    if name in _EXPORTS:
+        return getattr(importlib.import_module(_EXPORTS[name]), name)
+    raise AttributeError(f"module 'dynid' has no attribute {name!r}")

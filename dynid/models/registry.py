@@ -1,0 +1,33 @@
+"""Backend names to classes. Modules are imported only when a backend is asked for, so
+listing names stays cheap and a heavy backend costs nothing until used."""
+
+from __future__ import annotations
+
+import importlib
+
+from dynid.errors import UsageError
+from dynid.models.base import Backend
+
+# name -> "module:Class". Adding a backend is one module plus one line here.
+_BACKENDS: dict[str, str] = {
+    "dmd": "dynid.models.dmd:DMD",
+    "var": "dynid.models.var:VAR",
+    "sindy": "dynid.models.sindy:SINDy",
+}
+
+
+def names() -> list[str]:
+    """Registered backend names, in listing order."""
+    return list(_BACKENDS)
+
+
+def get(name: str) -> type[Backend]:
+    """The backend class called ``name``; UsageError listing the valid names otherwise."""
+    try:
+        target = _BACKENDS[name]
+    except KeyError:
+        raise UsageError(
+            f"--model {name}: unknown model; valid models: {', '.join(_BACKENDS)}"
+        ) from None
+    module_name, _, class_name = target.partition(":")
+    return getattr(importlib.import_module(module_name), class_name)
