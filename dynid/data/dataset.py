@@ -50,7 +50,8 @@ def uniform_step(t: np.ndarray) -> float | None:
         return None
     if np.max(np.abs(steps - step)) > UNIFORM_RTOL * max(step, abs(float(t[-1]))):
         return None
-    return step
+    # The mean over the whole span is exact for t = t0 + k*dt, where the median of diffs is not.
+    return float((t[-1] - t[0]) / (t.shape[0] - 1))
 
 
 @dataclass(frozen=True)
@@ -172,3 +173,21 @@ def common_step(trials: list[Trial] | tuple[Trial, ...]) -> float | None:
     if any(abs(step - first) > UNIFORM_RTOL * first for step in steps if step is not None):
         return None
     return first
+
+
+def combine(datasets: list[Dataset]) -> Dataset:
+    """One dataset holding every trial of ``datasets`` (which must share names)."""
+    first = datasets[0]
+    for other in datasets[1:]:
+        if other.variables != first.variables or other.inputs != first.inputs:
+            raise DataError(
+                f"{other.source}: variables/inputs differ from {first.source}'s; "
+                "select the same ones with --columns and --inputs"
+            )
+    if len(datasets) == 1:
+        return first
+    return first.with_trials(
+        [trial for data in datasets for trial in data.trials],
+        source=", ".join(data.source for data in datasets),
+        notes=tuple(note for data in datasets for note in data.notes),
+    )

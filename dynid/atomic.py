@@ -1,0 +1,55 @@
+"""Atomic file writes: write beside the target, flush to disk, then rename over it.
+
+A crash or an error mid-write leaves the old file (or none), never a half-written one.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import sys
+import tempfile
+from collections.abc import Iterator
+from pathlib import Path
+
+from dynid.errors import DataError
+
+
+@contextlib.contextmanager
+def atomic_path(target: str | os.PathLike[str]) -> Iterator[str]:
+    """Yield a temporary path beside ``target``; on success it is renamed to ``target``.
+
+    ``target`` ``-`` means stdout: the temporary file's bytes are copied there at the end.
+    """
+    to_stdout = str(target) == "-"
+    directory = Path(".") if to_stdout else Path(target).resolve().parent
+    if not directory.is_dir():
+        raise DataError(f"{target}: directory {directory} does not exist")
+    stem = "stdout" if to_stdout else Path(target).name
+    fd, temp = tempfile.mkstemp(dir=directory, prefix=f".{stem}.", suffix=".tmp")
+    os.close(fd)
+    try:
+        yield temp
+        with open(temp, "rb+") as handle:
+            os.fsync(handle.fileno())
+        if to_stdout:
+            with open(temp, "rb") as handle:
+                sys.stdout.buffer.write(handle.read())
+            sys.stdout.buffer.flush()
+            os.unlink(temp)
+        else:
+            os.replace(temp, target)
+    except BaseException:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(temp)
+        raise
+
+
+def write_text(target: str | os.PathLike[str], text: str) -> None:
+    """Write ``text`` (UTF-8) to ``target`` atomically; ``-`` writes to stdout."""
+    if str(target) == "-":
+        sys.stdout.write(text)
+        sys.stdout.flush()
+        return
+    with atomic_path(target) as temp, open(temp, "w", encoding="utf-8", newline="") as handle:
+        handle.write(text)

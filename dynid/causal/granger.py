@@ -1,0 +1,239 @@
+"""Conditional (multivariate) Granger causality from one VAR(max_lag) least-squares fit.
+
+For every target ``i`` the regression is ``x_i(t) = c_i + sum_{k=1..L} sum_j B[k, j, i] x_j(t-k) + e``
+over all variables (self-lags included). ``x_j -> x_i`` at lag ``k`` is tested by the t-test of
+``B[k, j, i]`` (the single-restriction F-test, ``F(1, dof) = t^2``); the joint test over all lags
+of ``j`` is the Wald form of the restricted-vs-unrestricted F-test, ``F(L, dof)``, which equals
+it exactly for least squares, so nothing is refitted. All targets share one design matrix, so
+the whole method is one QR factorisation.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from scipy import linalg, stats
+
+from dynid.causal.fdr import adjust_pvalues, check_correction
+from dynid.causal.graph import CausalGraph, Edge
+from dynid.data.dataset import Dataset
+from dynid.errors import DataError, UsageError
+
+# Scores are -log10(p); p-values below this floor (or underflowing to 0) score the cap, 300.
+P_FLOOR = 1e-300
+# A null-space direction component counts towards naming a variable above this fraction of the max.
+_NULL_WEIGHT = 1e-6
+
+
+def granger(
+    data: Dataset, *, max_lag: int = 5, alpha: float = 0.05, correction: str = "bh"
+) -> CausalGraph:
+    """Conditional Granger causality between every ordered pair of ``data``'s variables.
+
+    Trials are independent: lagged rows never reach across a trial boundary, and each trial of
+    ``n`` samples contributes ``n - max_lag`` rows. Lags are in samples (times ``data.dt`` in time
+    units), so sampling must be uniform. Inputs (``data.inputs``) are not used.
+
+    Result: one ``Edge`` per (source, target, lag) with ``source != target`` and lag in
+    ``1..max_lag``: ``p_value`` is the per-lag test's p-value adjusted by ``correction`` over
+    all ``d * (d - 1) * max_lag`` such tests (self-lags are regressors but neither edges nor part
+    of the family), ``significant`` is ``p_value <= alpha``, and ``strength`` is the signed
+    partial correlation of ``x_target(t)`` with ``x_source(t - lag)`` given every other regressor,
+    ``t / sqrt(t^2 + dof)`` in [-1, 1] (the sign says whether the source pushes the target up or
+    down; scale-free, comparable across pairs and with ParCorr-based methods).
+    ``score_matrix[s, t] = -log10(min over lags of the adjusted p-value)``, capped at 300.
+    ``extra`` holds ``correction``, ``dof``, ``n_rows``, ``dt``, ``residual_std`` (d,), per-lag
+    arrays (d, d, max_lag) ``[source][target][lag - 1]`` ``coefficient`` (target units per
+    source unit), ``t_statistic`` and ``p_value_raw`` (diagonal = self-lags), and ``joint``: the
+    all-lags test per pair, ``f_statistic`` and ``p_value_raw`` (d, d), ``p_value`` adjusted over
+    the ``d * (d - 1)`` pairs and ``significant`` (diagonal null/false), ``df_num``, ``df_den``.
+
+    Raises UsageError for a bad option and DataError for data that cannot be tested: missing
+    values, a constant column, too few samples for ``max_lag``, irregular sampling, or variables
+    that are exactly collinear.
+    """
+    _check_options(max_lag, alpha, correction)
+    d, lags = data.n_variables, max_lag
+    _check_data(data, lags)
+    design, target = lagged_design([trial.x for trial in data.trials], lags)
+    n_rows = design.shape[0]
+    dof = n_rows - 1 - d * lags
+
+    # Centre and scale the lagged columns: the intercept is then orthogonal to them and the QR is
+    # well conditioned; slopes' t-statistics do not change, coefficients are rescaled below.
+    mean, std = design.mean(axis=0), design.std(axis=0)
+    _check_design_columns(data, std, lags)
+    z = (design - mean) / std
+    q, r = np.linalg.qr(z)
+    _check_rank(data, r, n_rows, lags)
+    y = target - target.mean(axis=0)
+    beta = linalg.solve_triangular(r, q.T @ y)  # (d*L, d), standardised regressors
+    resid = y - z @ beta
+    sigma2 = np.sum(resid**2, axis=0) / dof  # (d,) residual variance per target
+    r_inv = linalg.solve_triangular(r, np.eye(r.shape[0]))
+    cov_unit = r_inv @ r_inv.T  # (Z'Z)^{-1}; times sigma2_i = covariance of target i's beta
+    stderr = np.sqrt(np.outer(np.diag(cov_unit), sigma2))
+    t_stat = beta / stderr
+    p_raw = 2.0 * stats.t.sf(np.abs(t_stat), dof)
+
+    f_joint = _joint_wald(beta, cov_unit, sigma2, d, lags)
+    p_joint = stats.f.sf(f_joint, lags, dof)
+
+    # Rows of beta are (lag-1)*d + source; reorder to [source][target][lag-1].
+    def by_pair(a: np.ndarray) -> np.ndarray:
+        return a.reshape(lags, d, d).transpose(1, 2, 0)
+
+    coef = by_pair(beta / std[:, None])
+    t_pair, p_pair = by_pair(t_stat), by_pair(p_raw)
+
+    cross = ~np.eye(d, dtype=bool)
+    p_adj = np.full_like(p_pair, np.nan)
+    p_adj[cross] = adjust_pvalues(p_pair[cross], correction)  # type: ignore[arg-type]
+    significant = np.zeros_like(p_pair, dtype=bool)
+    significant[cross] = p_adj[cross] <= alpha
+    strength = t_pair / np.sqrt(t_pair**2 + dof)
+
+    p_joint_adj = np.full((d, d), np.nan)
+    p_joint_adj[cross] = adjust_pvalues(p_joint[cross], correction)  # type: ignore[arg-type]
+
+    names = data.variables
+    edges = [
+        Edge(names[s], names[t], k + 1, float(strength[s, t, k]), float(p_adj[s, t, k]),
+             bool(significant[s, t, k]))
+        for s in range(d) for t in range(d) if s != t for k in range(lags)
+    ]
+    score = np.zeros((d, d))
+    min_p = np.min(np.where(cross[:, :, None], p_adj, 1.0), axis=2)
+    score[cross] = -np.log10(np.maximum(min_p[cross], P_FLOOR))
+    return CausalGraph(
+        variables=names,
+        method="granger",
+        max_lag=lags,
+        alpha=float(alpha),
+        edges=edges,
+        score_matrix=score,
+        adjacency=significant.any(axis=2).astype(np.int8),
+        extra={
+            "correction": correction,
+            "strength_kind": "partial_correlation",
+            "dof": int(dof),
+            "n_rows": int(n_rows),
+            "dt": data.dt,
+            "residual_std": np.sqrt(sigma2),
+            "coefficient": coef,
+            "t_statistic": t_pair,
+            "p_value_raw": p_pair,
+            "joint": {
+                "f_statistic": f_joint,
+                "p_value_raw": p_joint,
+                "p_value": p_joint_adj,
+                "significant": cross & (np.nan_to_num(p_joint_adj, nan=1.0) <= alpha),
+                "df_num": lags,
+                "df_den": int(dof),
+            },
+        },
+    )
+
+
+def lagged_design(trials: list[np.ndarray], max_lag: int) -> tuple[np.ndarray, np.ndarray]:
+    """Stacked VAR regression rows of several trials, never lagging across a trial boundary.
+
+    trials: (n_i, d) arrays. Returns ``design`` (N, d * max_lag) whose column ``(k-1)*d + j`` is
+    ``x_j(t-k)``, and ``target`` (N, d) = ``x(t)``, with ``N = sum_i max(n_i - max_lag, 0)``.
+    """
+    d = trials[0].shape[1]
+    designs, targets = [], []
+    for x in trials:
+        n = x.shape[0]
+        if n <= max_lag:
+            continue
+        designs.append(np.hstack([x[max_lag - k : n - k] for k in range(1, max_lag + 1)]))
+        targets.append(x[max_lag:])
+    if not designs:
+        return np.empty((0, d * max_lag)), np.empty((0, d))
+    return np.vstack(designs), np.vstack(targets)
+
+
+def _joint_wald(
+    beta: np.ndarray, cov_unit: np.ndarray, sigma2: np.ndarray, d: int, lags: int
+) -> np.ndarray:
+    """F-statistic (d, d) [source][target] of "all lags of source are zero" for each target.
+
+    Wald form ``b_S' (V_SS)^{-1} b_S / (L * sigma2)`` with ``V = (Z'Z)^{-1}``: for least squares
+    this is exactly ``((RSS_restricted - RSS) / L) / (RSS / dof)``.
+    """
+    f = np.empty((d, d))
+    for j in range(d):
+        rows = np.arange(lags) * d + j
+        block = beta[rows]  # (L, d): source j's coefficients for every target
+        quad = np.einsum("ki,kl,li->i", block, np.linalg.inv(cov_unit[np.ix_(rows, rows)]), block)
+        f[j] = quad / (lags * sigma2)
+    return f
+
+
+def _check_options(max_lag: int, alpha: float, correction: str) -> None:
+    if isinstance(max_lag, bool) or not isinstance(max_lag, (int, np.integer)) or max_lag < 1:
+        raise UsageError(f"--max-lag must be a whole number of samples >= 1, got {max_lag!r}")
+    if isinstance(alpha, bool) or not isinstance(alpha, (int, float, np.floating)) or not 0 < alpha < 1:
+        raise UsageError(f"--alpha must be a significance level strictly between 0 and 1, got {alpha!r}")
+    check_correction(correction)
+
+
+def _check_data(data: Dataset, lags: int) -> None:
+    d = data.n_variables
+    x, _ = data.stacked()
+    for j in np.flatnonzero(~np.isfinite(x).all(axis=0)):
+        raise DataError(
+            f"{data.source}: column '{data.variables[j]}' has missing or infinite values; "
+            "choose a --nan policy that removes them"
+        )
+    n_rows = sum(max(trial.n_samples - lags, 0) for trial in data.trials)
+    needed = d * lags + 2  # 1 + d*L coefficients per target plus at least one residual dof
+    if n_rows < needed:
+        if data.n_trials == 1:
+            raise DataError(
+                f"{data.source}: max_lag={lags} with {d} variables needs at least "
+                f"{needed + lags} samples, got {data.n_samples}; use a smaller --max-lag"
+            )
+        raise DataError(
+            f"{data.source}: max_lag={lags} with {d} variables needs at least {needed} regression "
+            f"rows (a trial of n samples gives n - {lags}), the {data.n_trials} trials give "
+            f"{n_rows}; use a smaller --max-lag or longer trials"
+        )
+    for j in np.flatnonzero(np.all(x == x[0], axis=0)):
+        raise DataError(
+            f"{data.source}: column '{data.variables[j]}' is constant; drop it, "
+            "it cannot cause or be caused"
+        )
+    if data.dt is None:
+        raise DataError(
+            f"{data.source}: Granger lags count samples, so the trials need one common, uniform "
+            "time step; resample the data first"
+        )
+
+
+def _check_design_columns(data: Dataset, std: np.ndarray, lags: int) -> None:
+    """A column constant over the regression rows only (e.g. it varies in the dropped first rows)."""
+    d = data.n_variables
+    for col in np.flatnonzero(std == 0):
+        name = data.variables[col % d]
+        raise DataError(
+            f"{data.source}: column '{name}' is constant once the first {lags} samples of each "
+            "trial are set aside for lags; drop it"
+        )
+
+
+def _check_rank(data: Dataset, r: np.ndarray, n_rows: int, lags: int) -> None:
+    """DataError naming the variables behind an exact linear dependence among the regressors."""
+    _, sv, vt = np.linalg.svd(r)
+    tol = sv.max() * max(n_rows, r.shape[0]) * np.finfo(float).eps
+    null = vt[sv <= tol]
+    if null.size == 0:
+        return
+    d = data.n_variables
+    weight = np.abs(null).reshape(null.shape[0], lags, d).max(axis=(0, 1))
+    involved = [data.variables[j] for j in np.flatnonzero(weight > _NULL_WEIGHT * weight.max())]
+    names = ", ".join(f"'{name}'" for name in involved)
+    raise DataError(
+        f"{data.source}: columns {names} are exactly collinear (one is a linear combination of "
+        "the others, possibly at other lags), so their effects cannot be separated; drop one"
+    )

@@ -1,0 +1,111 @@
+"""Wires the commands into one Typer app and turns errors into exit codes.
+
+``main`` is the console-script entry point: known errors become one line on stderr and the
+contract's exit code (traceback only with -v).
+"""
+
+import sys
+from typing import Annotated, Optional
+
+import typer
+
+from dynid import __version__
+from dynid.cli import (
+    causal_cmd,
+    fit_cmd,
+    forecast_cmd,
+    info_cmd,
+    models_cmd,
+    report_cmd,
+    score_cmd,
+    simulate_cmd,
+    symbolic_cmd,
+)
+
+app = typer.Typer(
+    name="dynid",
+    help="Identify the dynamics behind time-series files: fit, forecast, equations, causality, reports.",
+    no_args_is_help=True,
+    context_settings={"help_option_names": ["-h", "--help"]},
+    pretty_exceptions_enable=False,
+    rich_markup_mode=None,
+)
+
+
+def _version(value: bool) -> None:
+    if value:
+        print(f"dynid {__version__}")
+        raise typer.Exit()
+
+
+@app.callback()
+def _root(
+    version: Annotated[
+        Optional[bool],
+        typer.Option("--version", callback=_version, is_eager=True, help="Show the version and exit."),
+    ] = None,
+) -> None:
+    """Identify the dynamics behind time-series files."""
+
+
+for module in (
+    fit_cmd,
+    forecast_cmd,
+    score_cmd,
+    symbolic_cmd,
+    causal_cmd,
+    report_cmd,
+    simulate_cmd,
+    models_cmd,
+    info_cmd,
+):
+    module.register(app)
+
+
+def main(argv: Optional[list[str]] = None) -> int:
+    """Run the CLI; returns the exit code (see ../shared/CONTRACT.md)."""
+    from typer._click import exceptions as click_exceptions
+
+    args = sys.argv[1:] if argv is None else argv
+    verbose = any(a in ("-v", "--verbose") for a in args)
+    command = typer.main.get_command(app)
+    try:
+        result = command.main(args=args, prog_name="dynid", standalone_mode=False)
+        return result if isinstance(result, int) else 0
+    except click_exceptions.Exit as exc:
+        return exc.exit_code
+    except click_exceptions.ClickException as exc:
+        # Usage errors (unknown option, missing argument, bad value): exit 2 per the contract.
+        _fail(f"dynid: error: {exc.format_message()}", exc, verbose)
+        return 2 if isinstance(exc, click_exceptions.UsageError) else exc.exit_code
+    except (KeyboardInterrupt, click_exceptions.Abort) as exc:
+        _fail("dynid: interrupted", exc, verbose)
+        return 130
+    except BrokenPipeError:
+        # The reader went away (e.g. `| head`): not an error of ours.
+        sys.stderr.close()
+        return 0
+    except Exception as exc:  # noqa: BLE001 - the one place that maps every failure to a code
+        from dynid.errors import DynidError
+
+        if isinstance(exc, DynidError):
+            _fail(f"dynid: error: {exc}", exc, verbose)
+            return exc.exit_code
+        if isinstance(exc, MemoryError):
+            _fail("dynid: error: out of memory", exc, verbose)
+            return 1
+        _fail(f"dynid: internal error: {type(exc).__name__}: {exc} (rerun with -v for details)", exc, verbose)
+        return 1
+
+
+def _fail(line: str, exc: BaseException, verbose: bool) -> None:
+    if verbose:
+        import traceback
+
+        traceback.print_exception(exc, file=sys.stderr)
+    print(line.splitlines()[0] if line else line, file=sys.stderr)
+
+
+def run() -> None:
+    """Console-script entry point."""
+    sys.exit(main())

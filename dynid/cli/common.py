@@ -1,0 +1,41 @@
+"""Steps shared by the commands that apply a fitted model to data (forecast, score, report)."""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Optional
+
+import numpy as np
+
+from dynid.cli.options import DataOptions
+from dynid.errors import DataError
+from dynid.models.base import Backend
+
+
+def model_data_options(options: DataOptions, model: Backend) -> DataOptions:
+    """Default --columns/--inputs to the model's own variables, so DATA needs no flags."""
+    return dataclasses.replace(
+        options,
+        columns=options.columns or ",".join(model.variables_),
+        inputs=options.inputs if options.inputs is not None else (",".join(model.inputs_) or None),
+    )
+
+
+def future_input_rows(
+    model: Backend, spec: Optional[str], horizon: int, options: DataOptions
+) -> Optional[np.ndarray]:
+    """(horizon, m) future inputs read from ``spec`` for a model with inputs, else None."""
+    if not model.inputs_:
+        return None
+    if spec is None:
+        raise DataError(
+            f"the model takes inputs ({', '.join(model.inputs_)}): give --future-inputs FILE "
+            f"with {horizon} rows"
+        )
+    from dynid.data import load
+
+    table = load(spec, columns=list(model.inputs_), time_column=options.time_column, nan="error")
+    rows = np.concatenate([trial.x for trial in table.trials])
+    if rows.shape[0] < horizon:
+        raise DataError(f"{spec}: {rows.shape[0]} rows of future inputs, --horizon needs {horizon}")
+    return rows[:horizon]

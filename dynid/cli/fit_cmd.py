@@ -1,0 +1,55 @@
+"""``dynid fit DATA... --model NAME [-p KEY=VALUE ...] [-o MODEL.dynid]``."""
+
+from pathlib import Path
+from typing import Annotated, Optional
+
+import typer
+
+from dynid.cli.options import DataOptions, OutputPath, ParamsOption, RunOptions, with_options
+from dynid.cli.output import Output
+
+
+def register(app: typer.Typer) -> None:
+    app.command("fit")(fit)
+
+
+@with_options("data", "run")
+def fit(
+    data_files: Annotated[list[str], typer.Argument(metavar="DATA", help="Data files (CSV, TSV, HDF5) or '-' for stdin.")],
+    model: Annotated[str, typer.Option("--model", "-m", help="Backend name; 'dynid models' lists them.")],
+    param: ParamsOption = None,
+    output: OutputPath = None,
+    *,
+    data: DataOptions,
+    run: RunOptions,
+    out: Output,
+) -> None:
+    """Fit a dynamics model and write it to a .dynid model file."""
+    from dynid import api
+    from dynid.models import registry
+    from dynid.modelfile import save_model
+
+    backend = registry.get(model)
+    hyper = backend.Params.parse(param or [])
+    dataset = data.load(data_files, nan_default="keep" if backend.capabilities.nan else "split", out=out)
+    path = output or _default_path(data_files[0], model)
+    out.debug(f"fitting {model} on {dataset.n_trials} trial(s), {dataset.n_samples} samples")
+    with out.status(f"fitting {model}"):
+        result = api.fit(dataset, model, hyper, seed=run.seed, device=run.device)
+    save_model(result.model, path, result.metadata)
+    meta = result.metadata
+    if out.json_mode:
+        out.emit_json(
+            {
+                "model_path": path,
+                "model": model,
+                **{k: meta[k] for k in ("hyperparameters", "variables", "inputs", "dt", "n_trials", "n_samples", "metrics", "fit_seconds")},
+            }
+        )
+    elif path != "-":
+        out.info(f"wrote {path} ({model}, {meta['n_samples']} samples, {meta['fit_seconds']:.2f} s)")
+
+
+def _default_path(first: str, model: str) -> str:
+    stem = "stdin" if first == "-" else Path(first.split(":")[0]).name.split(".")[0]
+    return f"{stem}.{model}.dynid"

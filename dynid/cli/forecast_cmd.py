@@ -1,0 +1,39 @@
+"""``dynid forecast MODEL DATA --horizon N [-o out.csv|out.h5]``."""
+
+from typing import Annotated, Optional
+
+import typer
+
+from dynid.cli.options import DataOptions, OutputPath, with_options
+from dynid.cli.output import Output
+
+
+def register(app: typer.Typer) -> None:
+    app.command("forecast")(forecast)
+
+
+@with_options("data", json_flag=False)
+def forecast(
+    model_path: Annotated[str, typer.Argument(metavar="MODEL", help="A .dynid model file.")],
+    data_file: Annotated[str, typer.Argument(metavar="DATA", help="Data whose last samples are the initial condition ('-' = stdin).")],
+    horizon: Annotated[int, typer.Option("--horizon", "-n", min=1, help="Number of steps (of the model's dt) to forecast.")],
+    future_inputs: Annotated[Optional[str], typer.Option("--future-inputs", help="File with the model's input columns for the forecast steps.")] = None,
+    output: OutputPath = None,
+    *,
+    data: DataOptions,
+    out: Output,
+) -> None:
+    """Roll a fitted model forward from the end of DATA; CSV (time + variables) on stdout or -o."""
+    from dynid import api
+    from dynid.cli.common import future_input_rows, model_data_options
+    from dynid.data.writers import write_table
+    from dynid.modelfile import load_model
+
+    loaded = load_model(model_path)
+    model = loaded.model
+    dataset = model_data_options(data, model).load([data_file], out=out)
+    future = future_input_rows(model, future_inputs, horizon, data)
+    result = api.forecast(model, dataset, horizon, future)
+    write_table(output or "-", dataset.time_column or "t", result.t, result.variables, result.x)
+    if output and output != "-":
+        out.info(f"wrote {horizon} forecast steps to {output}")

@@ -1,0 +1,46 @@
+"""``dynid info MODEL [--json]``: what a model file holds."""
+
+from typing import Annotated
+
+import typer
+
+from dynid.cli.options import with_options
+from dynid.cli.output import Output
+
+
+def register(app: typer.Typer) -> None:
+    app.command("info")(info)
+
+
+@with_options()
+def info(
+    model_path: Annotated[str, typer.Argument(metavar="MODEL", help="A .dynid model file.")],
+    *,
+    out: Output,
+) -> None:
+    """Show a model file's metadata: backend, hyperparameters, variables, data fingerprint, metrics."""
+    from dynid.modelfile import load_model
+
+    loaded = load_model(model_path)
+    meta = dict(loaded.metadata)
+    meta["arrays"] = {name: list(a.shape) for name, a in loaded.model.arrays().items()}
+    equations = loaded.model.equations()
+    if equations:
+        meta["equations"] = [{"lhs": lhs, "rhs": rhs} for lhs, rhs in equations]
+    if out.json_mode:
+        out.emit_json(meta)
+        return
+    lines = [f"{model_path}: dynid model ({meta['backend']}), format {meta['format_version']}, written by dynid {meta['dynid_version']} at {meta['created_utc']}"]
+    lines.append(f"variables: {', '.join(meta['variables'])}")
+    if meta["inputs"]:
+        lines.append(f"inputs:    {', '.join(meta['inputs'])}")
+    lines.append(f"dt: {meta['dt']:g}; trained on {meta['n_samples']} samples in {meta['n_trials']} trial(s) from {meta.get('data_source', '?')}")
+    lines.append(f"data sha256: {meta['data_fingerprint']}")
+    lines.append(f"seed: {meta['seed']}; device: {meta['device']}; fit: {meta['fit_seconds']:.3g} s")
+    lines.append("hyperparameters: " + ", ".join(f"{k}={v}" for k, v in meta["hyperparameters"].items()))
+    for name, value in meta["metrics"].items():
+        lines.append(f"metric {name}: {value}")
+    for eq in meta.get("equations", []):
+        lines.append(f"d{eq['lhs']}/dt = {eq['rhs']}")
+    lines.append("arrays: " + ", ".join(f"{k}{tuple(v)}" for k, v in meta["arrays"].items()))
+    out.emit_text("\n".join(lines))

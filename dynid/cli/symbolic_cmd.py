@@ -1,0 +1,59 @@
+"""``dynid symbolic DATA [...] [-o FILE] [--format text|latex|json]``: governing equations."""
+
+from typing import Annotated, Optional
+
+import typer
+
+from dynid.cli.options import DataOptions, OutputPath, ParamsOption, RunOptions, with_options
+from dynid.cli.output import Output
+
+FORMATS = ("text", "latex", "json")
+
+
+def register(app: typer.Typer) -> None:
+    app.command("symbolic")(symbolic)
+
+
+@with_options("data", "run")
+def symbolic(
+    data_files: Annotated[list[str], typer.Argument(metavar="DATA", help="Data files or '-' for stdin.")],
+    param: ParamsOption = None,
+    output_format: Annotated[str, typer.Option("--format", help="text, latex or json (--json is the same as --format json).")] = "text",
+    save_model: Annotated[Optional[str], typer.Option("--save-model", help="Also write the identified model as a .dynid file.")] = None,
+    output: OutputPath = None,
+    *,
+    data: DataOptions,
+    run: RunOptions,
+    out: Output,
+) -> None:
+    """Identify governing equations (SINDy); -p sets the sindy backend's hyperparameters."""
+    import json
+
+    from dynid import api
+    from dynid.atomic import write_text
+    from dynid.errors import UsageError
+    from dynid.jsonable import jsonable
+    from dynid.modelfile import save_model as write_model
+    from dynid.models import registry
+    from dynid.symbolic import equations_result, format_latex, format_text
+
+    chosen = "json" if out.json_mode else output_format
+    if chosen not in FORMATS:
+        raise UsageError(f"--format {output_format}: expected one of {', '.join(FORMATS)}")
+    hyper = registry.get("sindy").Params.parse(param or [])
+    dataset = data.load(data_files, out=out)
+    with out.status("identifying equations"):
+        fitted = api.fit(dataset, "sindy", hyper, seed=run.seed, device=run.device)
+    result = equations_result(fitted.model)
+    if chosen == "json":
+        text = json.dumps(jsonable(result), indent=2, allow_nan=False) + "\n"
+    else:
+        text = (format_latex if chosen == "latex" else format_text)(result)
+    if save_model:
+        write_model(fitted.model, save_model, fitted.metadata)
+        out.info(f"wrote {save_model}")
+    if output and output != "-":
+        write_text(output, text)
+        out.info(f"wrote {output}")
+    else:
+        out.emit_text(text)

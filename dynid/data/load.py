@@ -1,0 +1,254 @@
+"""``load``: from a file spec and column options to a validated Dataset.
+
+The same options exist on every command that reads data (see ``../shared/CONTRACT.md``).
+"""
+
+from __future__ import annotations
+
+from typing import BinaryIO, Literal
+
+import numpy as np
+
+from dynid.data.dataset import Dataset, Trial, common_step
+from dynid.data.readers import Table, read_tables
+from dynid.errors import DataError, UsageError
+
+NanPolicy = Literal["split", "error", "drop", "interpolate", "keep"]
+NAN_POLICIES = ("split", "error", "drop", "interpolate", "keep")
+AUTO_TIME_NAMES = ("t", "time")
+
+
+def load(
+    spec: str,
+    *,
+    columns: list[str] | None = None,
+    time_column: str | None = None,
+    dt: float | None = None,
+    inputs: list[str] | None = None,
+    trial_column: str | None = None,
+    nan: NanPolicy = "split",
+    resample: float | None = None,
+    stdin: BinaryIO | None = None,
+) -> Dataset:
+    """Read a data file into a Dataset.
+
+    spec: a path to .csv/.tsv (optionally .gz), .h5/.hdf5 (``file.h5:/inner/path``), or ``-``.
+    columns: state variables (default: every numeric column that is not time, trial or input).
+    time_column: time column name (default ``t`` or ``time`` when present, else index * dt).
+    dt: sampling interval when there is no time column (default 1.0).
+    inputs: exogenous input columns. trial_column: rows grouped into independent trials.
+    nan: missing values - ``split`` into NaN-free segments, ``error``, ``drop`` rows,
+    ``interpolate`` linearly in time, or ``keep`` (for backends that handle NaN).
+    resample: interpolate every trial linearly onto a uniform grid of this step.
+    """
+    if nan not in NAN_POLICIES:
+        raise UsageError(f"--nan {nan}: expected one of {', '.join(NAN_POLICIES[:4])}")
+    if dt is not None and not (np.isfinite(dt) and dt > 0):
+        raise UsageError(f"--dt {dt}: must be a positive number")
+    if resample is not None and not (np.isfinite(resample) and resample > 0):
+        raise UsageError(f"--resample {resample}: must be a positive number")
+    wanted = None
+    if columns is not None:
+        wanted = {*columns, *(inputs or []), *AUTO_TIME_NAMES}
+        wanted |= {name for name in (time_column, trial_column) if name}
+    tables = read_tables(spec, stdin=stdin, wanted=wanted)
+    source = "<stdin>" if spec == "-" else spec
+    if trial_column is not None:
+        tables = [part for table in tables for part in _split_by_trial(table, trial_column, source)]
+    roles = _resolve_roles(tables[0], source, columns, time_column, inputs, trial_column)
+    notes: list[str] = []
+    if roles.time is not None and dt is not None:
+        notes.append(f"--dt ignored: times come from column {roles.time!r}")
+    trials: list[Trial] = []
+    for index, table in enumerate(tables):
+        _check_same_columns(table, tables[0], source)
+        trials.extend(_table_trials(table, roles, dt or 1.0, nan, source, index, notes))
+    if not trials:
+        raise DataError(f"{source}: no usable samples (after handling missing values)")
+    if resample is not None:
+        trials = [resample_trial(trial, resample) for trial in trials]
+    return Dataset(
+        trials=tuple(trials),
+        variables=tuple(roles.states),
+        inputs=tuple(roles.inputs),
+        dt=common_step(trials),
+        time_column=roles.time,
+        source=source,
+        notes=tuple(notes),
+    )
+
+
+class _Roles:
+    def __init__(self, time: str | None, states: list[str], inputs: list[str]) -> None:
+        self.time, self.states, self.inputs = time, states, inputs
+
+
+def _resolve_roles(
+    table: Table,
+    source: str,
+    columns: list[str] | None,
+    time_column: str | None,
+    inputs: list[str] | None,
+    trial_column: str | None,
+) -> _Roles:
+    available = list(table.columns)
+
+    def require(name: str, option: str) -> str:
+        if name not in table.columns:
+            shown = ", ".join(available[:20]) + (" ..." if len(available) > 20 else "")
+            raise DataError(f"{source}: {option} {name!r} is not a column; columns are: {shown}")
+        if not table.numeric[name]:
+            raise DataError(f"{source}: column {name!r} is not numeric")
+        return name
+
+    if time_column is not None:
+        time = require(time_column, "--time-column")
+    else:
+        time = next((c for c in available if c.lower() in AUTO_TIME_NAMES and table.numeric[c]), None)
+    input_names = [require(name, "--inputs") for name in (inputs or [])]
+    if columns is not None:
+        if not columns:
+            raise UsageError("--columns: give at least one column name")
+        states = [require(name, "--columns") for name in columns]
+    else:
+        excluded = {time, trial_column, *input_names}
+        states = [c for c in available if table.numeric[c] and c not in excluded]
+    overlap = set(states) & ({time} | set(input_names))
+    if overlap:
+        raise UsageError(f"column {sorted(overlap)[0]!r} is given two roles (state and time/input)")
+    if len(set(states)) != len(states):
+        raise UsageError("--columns names a column twice")
+    if not states:
+        raise DataError(f"{source}: no numeric state columns")
+    return _Roles(time, states, input_names)
+
+
+def _split_by_trial(table: Table, trial_column: str, source: str) -> list[Table]:
+    if trial_column not in table.columns:
+        raise DataError(f"{source}: --trial-column {trial_column!r} is not a column")
+    labels = table.columns[trial_column]
+    if table.numeric[trial_column] and np.isnan(labels.astype(float)).any():
+        raise DataError(f"{source}: trial column {trial_column!r} has missing values")
+    _, first_index = np.unique(labels, return_index=True)
+    parts = []
+    for value in labels[np.sort(first_index)]:
+        mask = labels == value
+        parts.append(
+            Table(
+                columns={name: col[mask] for name, col in table.columns.items()},
+                label=f"{source} trial {value}",
+                numeric=table.numeric,
+            )
+        )
+    return parts
+
+
+def _check_same_columns(table: Table, first: Table, source: str) -> None:
+    if set(table.columns) != set(first.columns):
+        raise DataError(f"{table.label}: columns differ from the first trial's ({first.label})")
+
+
+def _table_trials(
+    table: Table,
+    roles: _Roles,
+    dt: float,
+    nan: NanPolicy,
+    source: str,
+    index: int,
+    notes: list[str],
+) -> list[Trial]:
+    n = table.n_rows
+    if n == 0:
+        raise DataError(f"{table.label}: no data rows")
+    where = table.label
+    if roles.time is not None:
+        t = np.asarray(table.columns[roles.time], dtype=float)
+        bad = np.flatnonzero(~np.isfinite(t))
+        if bad.size:
+            raise DataError(f"{where}: time column {roles.time!r} is missing or infinite at row {bad[0] + 1}")
+        steps = np.diff(t)
+        if (steps <= 0).any():
+            row = int(np.flatnonzero(steps <= 0)[0]) + 2
+            kind = "duplicate" if steps[row - 2] == 0 else "decreasing"
+            raise DataError(f"{where}: time column {roles.time!r} has a {kind} value at row {row}")
+    else:
+        t = np.arange(n, dtype=float) * dt
+    x = np.column_stack([np.asarray(table.columns[c], dtype=float) for c in roles.states])
+    u = (
+        np.column_stack([np.asarray(table.columns[c], dtype=float) for c in roles.inputs])
+        if roles.inputs
+        else None
+    )
+    values = x if u is None else np.hstack([x, u])
+    names = roles.states + roles.inputs
+    if np.isinf(values).any():
+        row, col = np.argwhere(np.isinf(values))[0]
+        raise DataError(f"{where}: column {names[col]!r} is infinite at row {row + 1}")
+    missing = np.isnan(values)
+    if not missing.any() or nan == "keep":
+        return _nonempty([Trial(t, x, u)], where)
+    if nan == "error":
+        row, col = np.argwhere(missing)[0]
+        raise DataError(
+            f"{where}: column {names[col]!r} has a missing value at row {row + 1} "
+            "(choose --nan split|drop|interpolate)"
+        )
+    bad_rows = missing.any(axis=1)
+    if nan == "drop":
+        notes.append(f"{where}: dropped {int(bad_rows.sum())} rows with missing values")
+        keep = ~bad_rows
+        return _nonempty([Trial(t[keep], x[keep], None if u is None else u[keep])], where)
+    if nan == "interpolate":
+        notes.append(f"{where}: interpolated {int(missing.sum())} missing values")
+        filled = _interpolate_missing(t, values)
+        keep = ~np.isnan(filled).any(axis=1)  # leading/trailing gaps have nothing to interpolate
+        filled = filled[keep]
+        d = x.shape[1]
+        return _nonempty(
+            [Trial(t[keep], filled[:, :d], None if u is None else filled[:, d:])], where
+        )
+    segments = _runs(~bad_rows)
+    trials = [Trial(t[a:b], x[a:b], None if u is None else u[a:b]) for a, b in segments if b - a >= 2]
+    notes.append(
+        f"{where}: missing values split it into {len(trials)} segment(s)"
+        f" (dropped {int(bad_rows.sum())} rows)"
+    )
+    return trials
+
+
+def _nonempty(trials: list[Trial], where: str) -> list[Trial]:
+    for trial in trials:
+        if trial.n_samples < 2:
+            raise DataError(f"{where}: too few samples ({trial.n_samples}); need at least 2")
+    return trials
+
+
+def _runs(mask: np.ndarray) -> list[tuple[int, int]]:
+    """Half-open [start, stop) index ranges where ``mask`` is True."""
+    padded = np.concatenate([[False], mask, [False]]).astype(np.int8)
+    edges = np.flatnonzero(np.diff(padded))
+    return list(zip(edges[::2].tolist(), edges[1::2].tolist()))
+
+
+def _interpolate_missing(t: np.ndarray, values: np.ndarray) -> np.ndarray:
+    filled = values.copy()
+    for col in range(values.shape[1]):
+        good = ~np.isnan(values[:, col])
+        if good.sum() < 2:
+            continue
+        inside = (t >= t[good][0]) & (t <= t[good][-1])
+        filled[inside, col] = np.interp(t[inside], t[good], values[good, col])
+    return filled
+
+
+def resample_trial(trial: Trial, step: float) -> Trial:
+    """Linear interpolation of ``trial`` onto t0, t0 + step, ... <= t_end."""
+    n = int(np.floor((trial.t[-1] - trial.t[0]) / step + 1e-9)) + 1
+    if n < 2:
+        raise DataError(f"--resample {step}: step longer than the recording")
+    t = trial.t[0] + step * np.arange(n)
+
+    def interp(a: np.ndarray) -> np.ndarray:
+        return np.column_stack([np.interp(t, trial.t, a[:, j]) for j in range(a.shape[1])])
+
+    return Trial(t, interp(trial.x), None if trial.u is None else interp(trial.u))

@@ -1,0 +1,134 @@
+"""Forecast errors: RMSE, normalised RMSE, valid prediction time and R^2.
+
+Every function takes ``pred`` and ``true`` of equal shape ``(..., d)``: the last axis is the
+variables, the others are samples, e.g. ``(H, d)`` for one rollout of ``H`` steps or
+``(K, H, d)`` for ``K`` rollouts. Errors are in the units of the data; ``scale`` is the
+per-variable standard deviation ``(d,)`` of the reference data, in the same units.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from dynid.errors import DataError
+
+# The usual VPT threshold on the normalised error (Pathak et al. 2018; dynid score).
+VPT_THRESHOLD = 0.4
+
+
+def _pair(pred: np.ndarray, true: np.ndarray, *, min_ndim: int = 2) -> tuple[np.ndarray, np.ndarray]:
+    """Both arrays as float arrays of one shape; ValueError otherwise (a caller bug, not data)."""
+    p = np.asarray(pred, dtype=float)
+    t = np.asarray(true, dtype=float)
+    if p.shape != t.shape:
+        raise ValueError(f"pred has shape {p.shape} but true has shape {t.shape}")
+    if p.ndim < min_ndim:
+        raise ValueError(f"expected arrays with at least {min_ndim} axes (..., d), got shape {p.shape}")
+    if p.size == 0:
+        raise ValueError(f"cannot score empty arrays of shape {p.shape}")
+    return p, t
+
+
+def _scale(scale: np.ndarray, d: int) -> np.ndarray:
+    s = np.asarray(scale, dtype=float).reshape(-1)
+    if s.shape != (d,):
+        raise ValueError(f"scale must have shape ({d},), got {np.shape(scale)}")
+    bad = np.flatnonzero(~np.isfinite(s) | (s <= 0))
+    if bad.size:
+        i = int(bad[0])
+        raise DataError(
+            f"variable {i} has scale {s[i]!r}: errors can only be normalised by a positive "
+            "standard deviation, and a variable constant in the reference data has none"
+        )
+    return s
+
+
+def rmse(pred: np.ndarray, true: np.ndarray) -> float:
+    """Root-mean-square error over every element (data units)."""
+    p, t = _pair(pred, true, min_ndim=1)
+    return float(np.sqrt(np.mean((p - t) ** 2)))
+
+
+def rmse_per_variable(pred: np.ndarray, true: np.ndarray) -> np.ndarray:
+    """RMSE of each variable over all leading axes: ``(..., d) -> (d,)`` (data units)."""
+    p, t = _pair(pred, true)
+    err = (p - t).reshape(-1, p.shape[-1])
+    return np.sqrt(np.mean(err**2, axis=0))
+
+
+def nrmse_per_variable(pred: np.ndarray, true: np.ndarray, scale: np.ndarray) -> np.ndarray:
+    """Each variable's RMSE divided by its ``scale``: ``(d,)``, dimensionless."""
+    p, _ = _pair(pred, true)
+    return rmse_per_variable(pred, true) / _scale(scale, p.shape[-1])
+
+
+def nrmse(pred: np.ndarray, true: np.ndarray, scale: np.ndarray) -> float:
+    """RMS of the scale-normalised errors over every element, dimensionless.
+
+    Equals ``sqrt(mean_i nrmse_per_variable(...)_i ** 2)``, so each variable counts equally
+    whatever its units; a forecast as good as the reference mean scores about 1.
+    """
+    return float(np.sqrt(np.mean(nrmse_per_variable(pred, true, scale) ** 2)))
+
+
+def normalised_error(pred: np.ndarray, true: np.ndarray, scale: np.ndarray) -> np.ndarray:
+    """Per-step error ``sqrt(mean_i ((pred_i - true_i) / scale_i) ** 2)``: ``(..., d) -> (...)``.
+
+    For ``(H, d)`` rollouts this is the error curve over the horizon that VPT thresholds.
+    """
+    p, t = _pair(pred, true)
+    s = _scale(scale, p.shape[-1])
+    return np.sqrt(np.mean(((p - t) / s) ** 2, axis=-1))
+
+
+def valid_prediction_time(
+    pred: np.ndarray,
+    true: np.ndarray,
+    scale: np.ndarray,
+    dt: float,
+    threshold: float = VPT_THRESHOLD,
+    *,
+    per_rollout: bool = False,
+) -> float | np.ndarray:
+    """Valid prediction time (time units): when the normalised error first exceeds ``threshold``.
+
+    ``pred``/``true``: ``(H, d)`` for one rollout or ``(K, H, d)`` for ``K`` rollouts, where row
+    ``h`` (0-based) is the forecast ``h + 1`` steps ahead, i.e. at time ``(h + 1) * dt`` after
+    the last known sample. The error at a step is ``normalised_error`` (RMS over variables of
+    ``(pred_i - true_i) / scale_i``). VPT is ``(h + 1) * dt`` for the first row ``h`` whose error
+    exceeds ``threshold`` (so a forecast wrong from its first step scores ``dt``), and the full
+    horizon ``H * dt`` if no row does. A non-finite prediction (a diverged rollout) counts as
+    exceeding. Returns a float for one rollout; for ``K`` rollouts the mean over rollouts, or the
+    ``(K,)`` array of each rollout's VPT when ``per_rollout`` is true. Divide by the Lyapunov
+    time (multiply by the largest Lyapunov exponent) to get VPT in Lyapunov times.
+    """
+    p, _ = _pair(pred, true)
+    if p.ndim not in (2, 3):
+        raise ValueError(f"expected (H, d) or (K, H, d) arrays, got shape {p.shape}")
+    if not (np.isfinite(dt) and dt > 0):
+        raise ValueError(f"dt must be a positive time step, got {dt!r}")
+    err = normalised_error(pred, true, scale)
+    # NaN compares False, so test "not within threshold" to count a diverged step as a failure.
+    exceeded = ~(err <= threshold)
+    horizon = err.shape[-1]
+    first = np.where(exceeded.any(axis=-1), exceeded.argmax(axis=-1) + 1, horizon)
+    vpt = first * float(dt)
+    if p.ndim == 2:
+        return float(vpt)
+    return vpt.astype(float) if per_rollout else float(np.mean(vpt))
+
+
+def r2(pred: np.ndarray, true: np.ndarray) -> np.ndarray:
+    """Coefficient of determination per variable, ``(..., d) -> (d,)``.
+
+    ``1 - SS_res / SS_tot`` with ``SS_tot`` about each variable's mean of ``true`` over all leading
+    axes. 1 is perfect, 0 is as good as that mean, negative is worse. NaN where ``true`` is
+    constant (R^2 is undefined there).
+    """
+    p, t = _pair(pred, true)
+    d = p.shape[-1]
+    p, t = p.reshape(-1, d), t.reshape(-1, d)
+    ss_res = np.sum((p - t) ** 2, axis=0)
+    ss_tot = np.sum((t - t.mean(axis=0)) ** 2, axis=0)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        return np.where(ss_tot > 0, 1.0 - ss_res / np.where(ss_tot > 0, ss_tot, 1.0), np.nan)

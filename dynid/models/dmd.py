@@ -1,0 +1,236 @@
+"""Dynamic mode decomposition: exact DMD (Tu et al. 2014) and DMDc (Proctor et al. 2016).
+
+The model is linear and discrete in time, one step = ``dt``::
+
+    x_{k+1} = A x_k              (no inputs)
+    x_{k+1} = A x_k + B u_k      (inputs: the state at k+1 depends on the input at k)
+
+Snapshot pairs (x_k, x_{k+1}) are taken within each trial only. With d variables the d x d
+operator A and the d x m matrix B are stored directly, which is what simulation needs; that is
+fine up to a few hundred variables.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from dynid.data.dataset import Dataset, Trial
+from dynid.errors import DataError, UsageError
+from dynid.models._linear import (
+    lagged_design,
+    numerical_rank,
+    one_step_metrics,
+    optimal_hard_threshold_rank,
+    rollout,
+    sort_by_modulus,
+)
+from dynid.models.base import Backend, Capabilities, Hyperparameters, expect_array, param
+
+
+@dataclass(frozen=True)
+class DMDParams(Hyperparameters):
+    rank: int | None = param(
+        None,
+        "number of DMD modes (SVD truncation rank); none = Gavish-Donoho optimal hard "
+        "threshold, which keeps every mode when the data have few variables",
+    )
+    input_rank: int | None = param(
+        None,
+        "DMDc only: truncation rank of the stacked [states; inputs] snapshot matrix "
+        "(Proctor's p); none = Gavish-Donoho threshold, never below rank",
+    )
+
+    def __post_init__(self) -> None:
+        if self.rank is not None and self.rank < 1:
+            raise ValueError(f"rank must be a positive integer or none, not {self.rank}")
+        if self.input_rank is not None and self.input_rank < 1:
+            raise ValueError(
+                f"input_rank must be a positive integer or none, not {self.input_rank}"
+            )
+        if (
+            self.rank is not None
+            and self.input_rank is not None
+            and self.input_rank < self.rank
+        ):
+            raise ValueError(f"input_rank ({self.input_rank}) must be at least rank ({self.rank})")
+
+
+class DMD(Backend):
+    """Exact DMD / DMDc.
+
+    Fitted arrays (r = rank kept, d variables, m inputs):
+    ``A`` (d, d) and ``B`` (d, m) the one-step operators; ``modes`` (d, r) complex unit-norm
+    eigenvectors of A; ``eigenvalues`` (r,) complex discrete-time eigenvalues (per step),
+    sorted by decreasing modulus; ``continuous_eigenvalues`` (r,) = log(eigenvalues) / dt
+    (per time unit); ``growth_rates`` (r,) their real parts (per time unit) and
+    ``frequencies`` (r,) their imaginary parts / 2 pi (cycles per time unit).
+    """
+
+    name = "dmd"
+    summary = "exact DMD / DMDc: a linear one-step operator from snapshot pairs"
+    Params = DMDParams
+    capabilities = Capabilities(uniform_steps=True, inputs=True)
+
+    # -- fitting -----------------------------------------------------------------------------
+    def _fit(self, data: Dataset, *, seed: int | None, device: str, progress: Any) -> None:
+        params: DMDParams = self.params  # type: ignore[assignment]
+        has_inputs = bool(data.inputs)
+        design = lagged_design(
+            [trial.x for trial in data.trials],
+            1,
+            trials_u=[trial.u for trial in data.trials] if has_inputs else None,  # type: ignore[misc]
+            trend=False,
+        )
+        if design.n_rows < 1:
+            raise DataError(f"{data.source}: DMD needs at least one trial with 2 samples")
+        d = data.n_variables
+        y = design.targets.T  # (d, N) states x_{k+1}
+        if has_inputs:
+            omega = design.regressors.T  # (d + m, N) stacked [x_k; u_k]
+            operators, rank, input_rank = _dmdc(y, omega, d, params)
+            self.metrics_ = {"rank": rank, "input_rank": input_rank}
+        else:
+            x = design.regressors.T  # (d, N) states x_k
+            operators, rank = _exact_dmd(x, y, params)
+            self.metrics_ = {"rank": rank}
+        self.A_, self.B_ = operators.a, operators.b
+        self._set_spectrum(operators.reduced, operators.lift)
+        predictions = design.regressors @ np.hstack([self.A_, self.B_]).T
+        self.metrics_.update(one_step_metrics(design.targets, predictions))
+        self.metrics_["n_pairs"] = design.n_rows
+
+    def _set_spectrum(self, reduced: np.ndarray, lift: np.ndarray) -> None:
+        """Eigenvalues and unit-norm modes of A from its (r, r) reduced operator.
+
+        A has rank r; its other d - r eigenvalues are zero and carry no dynamics.
+        """
+        values, vectors = np.linalg.eig(reduced)
+        order = sort_by_modulus(values)
+        modes = lift @ vectors[:, order]
+        norms = np.linalg.norm(modes, axis=0)
+        self.eigenvalues_ = values[order].astype(complex)
+        self.modes_ = (modes / np.where(norms > 0, norms, 1.0)).astype(complex)
+        with np.errstate(divide="ignore"):
+            self.continuous_eigenvalues_ = np.log(self.eigenvalues_) / self.dt_
+
+    # -- simulation --------------------------------------------------------------------------
+    def _simulate(
+        self, history: Trial, steps: int, future_inputs: np.ndarray | None
+    ) -> np.ndarray:
+        """x_{k+1} = A x_k + B u_k from the last history sample.
+
+        Step 1 uses the history's last input row; step j > 1 uses future_inputs[j-2], so the
+        last row of future_inputs is not used.
+        """
+        u_last = history.u[-1] if self.inputs_ and history.u is not None else None
+        return rollout(self.A_[None], None, self.B_, history.x[-1:], u_last, future_inputs, steps)
+
+    # -- arrays ------------------------------------------------------------------------------
+    def arrays(self) -> dict[str, np.ndarray]:
+        self._check_fitted()
+        lam = self.continuous_eigenvalues_
+        return {
+            "A": self.A_,
+            "B": self.B_,
+            "modes": self.modes_,
+            "eigenvalues": self.eigenvalues_,
+            "continuous_eigenvalues": lam,
+            "growth_rates": lam.real.copy(),
+            "frequencies": lam.imag / (2 * np.pi),
+        }
+
+    def _load_arrays(self, arrays: dict[str, np.ndarray]) -> None:
+        d, m = self.n_variables, self.n_inputs
+        self.A_ = expect_array(arrays, "A", (d, d)).astype(float)
+        self.B_ = expect_array(arrays, "B", (d, m)).astype(float)
+        self.eigenvalues_ = expect_array(arrays, "eigenvalues", (None,)).astype(complex)
+        r = self.eigenvalues_.shape[0]
+        self.modes_ = expect_array(arrays, "modes", (d, r)).astype(complex)
+        self.continuous_eigenvalues_ = expect_array(
+            arrays, "continuous_eigenvalues", (r,)
+        ).astype(complex)
+        expect_array(arrays, "growth_rates", (r,))
+        expect_array(arrays, "frequencies", (r,))
+
+    def eigenvalues(self) -> np.ndarray | None:
+        """The discrete-time (per step) DMD eigenvalues, (r,) complex."""
+        self._check_fitted()
+        return self.eigenvalues_
+
+
+# -- the two algorithms ------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class _Operators:
+    """A (d, d), B (d, m); reduced (r, r) operator and lift (d, r) with A lift = lift reduced,
+    so an eigenvector w of ``reduced`` gives the mode ``lift @ w`` of A."""
+
+    a: np.ndarray
+    b: np.ndarray
+    reduced: np.ndarray
+    lift: np.ndarray
+
+
+def _choose_rank(
+    requested: int | None, s: np.ndarray, shape: tuple[int, int], what: str
+) -> int:
+    """The requested rank, checked against the data, or the optimal hard threshold's."""
+    numerical = numerical_rank(s, shape)
+    if numerical == 0:
+        raise DataError("the snapshot matrix is zero; DMD needs data that vary")
+    if requested is None:
+        return optimal_hard_threshold_rank(s, shape)
+    limit = min(shape)
+    if requested > limit:
+        raise UsageError(
+            f"-p {what}={requested} exceeds the largest possible, {limit}; choose at most {limit}"
+        )
+    # Singular values at round-off level would blow up their inverse: never keep them.
+    return min(requested, numerical)
+
+
+def _exact_dmd(x: np.ndarray, y: np.ndarray, params: DMDParams) -> tuple[_Operators, int]:
+    """Tu et al.'s exact DMD: A = Y V_r S_r^-1 U_r^T from the rank-r SVD X = U S V^T.
+
+    x, y: (d, N) snapshots at k and k+1. The reduced operator is U_r^T Y V_r S_r^-1 (r, r);
+    its eigenvalues are the nonzero eigenvalues of A and Y V_r S_r^-1 w are the exact modes.
+    """
+    u, s, vt = np.linalg.svd(x, full_matrices=False)
+    r = _choose_rank(params.rank, s, x.shape, "rank")
+    lift = y @ vt[:r].T / s[:r]  # (d, r)
+    basis = u[:, :r]
+    operators = _Operators(
+        a=lift @ basis.T, b=np.zeros((x.shape[0], 0)), reduced=basis.T @ lift, lift=lift
+    )
+    return operators, r
+
+
+def _dmdc(
+    y: np.ndarray, omega: np.ndarray, d: int, params: DMDParams
+) -> tuple[_Operators, int, int]:
+    """Proctor et al.'s DMDc with unknown B.
+
+    y: (d, N) states at k+1; omega: (d + m, N) stacked [x_k; u_k].
+    [A B] = Y V~ S~^-1 U~^T from the rank-p SVD of omega; both are then projected onto the
+    leading r left singular vectors U^ of Y (the output space): reduced = U^T A U^,
+    A = U^ reduced U^T, B = U^ U^T B. With r = d no projection is needed.
+    Returns the operators, r and p.
+    """
+    uo, so, vto = np.linalg.svd(omega, full_matrices=False)
+    uy, sy, _ = np.linalg.svd(y, full_matrices=False)
+    r = _choose_rank(params.rank, sy, y.shape, "rank")
+    p = _choose_rank(params.input_rank, so, omega.shape, "input_rank")
+    if params.input_rank is None:
+        # Fewer than r input-space directions would leave zero eigenvalues in the r modes.
+        p = min(max(p, r), numerical_rank(so, omega.shape))
+    gain = (y @ vto[:p].T / so[:p]) @ uo[:, :p].T  # (d, d + m) = [A B]
+    a, b = gain[:, :d], gain[:, d:]
+    if r < d:
+        basis = uy[:, :r]
+        reduced = basis.T @ a @ basis
+        a, b = basis @ reduced @ basis.T, basis @ (basis.T @ b)
+    else:
+        basis, reduced = np.eye(d), a
+    return _Operators(a=a, b=b, reduced=reduced, lift=basis), r, p
