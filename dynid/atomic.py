@@ -38,11 +38,22 @@ def atomic_path(target: str | os.PathLike[str]) -> Iterator[str]:
             sys.stdout.buffer.flush()
             os.unlink(temp)
         else:
+            os.chmod(temp, _target_mode(target))
             os.replace(temp, target)
     except BaseException:
         with contextlib.suppress(FileNotFoundError):
             os.unlink(temp)
         raise
+
+
+def _target_mode(target: str | os.PathLike[str]) -> int:
+    """The mode a plainly created file would get (mkstemp makes 0600 files)."""
+    try:
+        return os.stat(target).st_mode & 0o777
+    except FileNotFoundError:
+        umask = os.umask(0)
+        os.umask(umask)
+        return 0o666 & ~umask
 
 
 def write_text(target: str | os.PathLike[str], text: str) -> None:

@@ -34,11 +34,13 @@ def test_rmse_per_variable():
 
 def test_per_variable_reduces_all_leading_axes():
     batch = np.stack([PRED, -PRED])  # (K=2, H=2, d=2): same squared errors twice
-    np.testing.assert_allclose(rmse_per_variable(batch, np.zeros_like(batch)), [math.sqrt(5), math.sqrt(10)])
+    expected = [math.sqrt(5), math.sqrt(10)]
+    np.testing.assert_allclose(rmse_per_variable(batch, np.zeros_like(batch)), expected)
 
 
 def test_nrmse_divides_each_variable_by_its_scale():
-    np.testing.assert_allclose(nrmse_per_variable(PRED, TRUE, SCALE), [math.sqrt(5), math.sqrt(10) / 2])
+    expected = [math.sqrt(5), math.sqrt(10) / 2]
+    np.testing.assert_allclose(nrmse_per_variable(PRED, TRUE, SCALE), expected)
     # RMS over variables of the normalised RMSEs: sqrt((5 + 10/4) / 2).
     assert nrmse(PRED, TRUE, SCALE) == pytest.approx(math.sqrt(3.75))
 
@@ -61,8 +63,9 @@ def test_vpt_is_time_of_first_step_over_threshold():
 
 def test_vpt_full_horizon_when_never_exceeded_and_dt_when_wrong_at_once():
     true = np.zeros((5, 2))
-    assert valid_prediction_time(VPT_ERRORS, true, SCALE, dt=0.5, threshold=1.0) == pytest.approx(2.5)
-    assert valid_prediction_time(VPT_ERRORS, true, SCALE, dt=0.5, threshold=0.05) == pytest.approx(0.5)
+    never = valid_prediction_time(VPT_ERRORS, true, SCALE, dt=0.5, threshold=1.0)
+    at_once = valid_prediction_time(VPT_ERRORS, true, SCALE, dt=0.5, threshold=0.05)
+    assert (never, at_once) == (pytest.approx(2.5), pytest.approx(0.5))
 
 
 def test_vpt_threshold_is_strict():

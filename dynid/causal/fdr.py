@@ -15,7 +15,9 @@ CORRECTIONS: tuple[str, ...] = ("bh", "bonferroni", "none")
 def check_correction(method: str) -> None:
     """UsageError unless ``method`` is one of ``CORRECTIONS``."""
     if method not in CORRECTIONS:
-        raise UsageError(f"correction {method!r} is unknown; valid corrections: {', '.join(CORRECTIONS)}")
+        raise UsageError(
+            f"correction {method!r} is unknown; valid corrections: {', '.join(CORRECTIONS)}"
+        )
 
 
 def adjust_pvalues(p: np.ndarray, method: Correction = "bh") -> np.ndarray:

@@ -1,7 +1,8 @@
 """Conditional (multivariate) Granger causality from one VAR(max_lag) least-squares fit.
 
-For every target ``i`` the regression is ``x_i(t) = c_i + sum_{k=1..L} sum_j B[k, j, i] x_j(t-k) + e``
-over all variables (self-lags included). ``x_j -> x_i`` at lag ``k`` is tested by the t-test of
+For every target ``i`` the regression is
+``x_i(t) = c_i + sum_{k=1..L} sum_j B[k, j, i] x_j(t-k) + e`` over all variables (self-lags
+included). ``x_j -> x_i`` at lag ``k`` is tested by the t-test of
 ``B[k, j, i]`` (the single-restriction F-test, ``F(1, dof) = t^2``); the joint test over all lags
 of ``j`` is the Wald form of the restricted-vs-unrestricted F-test, ``F(L, dof)``, which equals
 it exactly for least squares, so nothing is refitted. All targets share one design matrix, so
@@ -22,6 +23,8 @@ from dynid.errors import DataError, UsageError
 P_FLOOR = 1e-300
 # A null-space direction component counts towards naming a variable above this fraction of the max.
 _NULL_WEIGHT = 1e-6
+# A target whose residual sum of squares is below this fraction of its variance is fitted exactly.
+_EXACT_FIT = 1e-20
 
 
 def granger(
@@ -52,7 +55,7 @@ def granger(
     that are exactly collinear.
     """
     _check_options(max_lag, alpha, correction)
-    d, lags = data.n_variables, max_lag
+    d, lags = data.n_variables, int(max_lag)
     _check_data(data, lags)
     design, target = lagged_design([trial.x for trial in data.trials], lags)
     n_rows = design.shape[0]
@@ -60,15 +63,18 @@ def granger(
 
     # Centre and scale the lagged columns: the intercept is then orthogonal to them and the QR is
     # well conditioned; slopes' t-statistics do not change, coefficients are rescaled below.
-    mean, std = design.mean(axis=0), design.std(axis=0)
-    _check_design_columns(data, std, lags)
-    z = (design - mean) / std
+    _check_design_columns(data, design, lags)
+    std = design.std(axis=0)
+    z = design
+    z -= design.mean(axis=0)  # in place: the raw design is not needed again
+    z /= std
     q, r = np.linalg.qr(z)
     _check_rank(data, r, n_rows, lags)
     y = target - target.mean(axis=0)
     beta = linalg.solve_triangular(r, q.T @ y)  # (d*L, d), standardised regressors
     resid = y - z @ beta
     sigma2 = np.sum(resid**2, axis=0) / dof  # (d,) residual variance per target
+    _check_residuals(data, sigma2 * dof, y)
     r_inv = linalg.solve_triangular(r, np.eye(r.shape[0]))
     cov_unit = r_inv @ r_inv.T  # (Z'Z)^{-1}; times sigma2_i = covariance of target i's beta
     stderr = np.sqrt(np.outer(np.diag(cov_unit), sigma2))
@@ -173,8 +179,10 @@ def _joint_wald(
 def _check_options(max_lag: int, alpha: float, correction: str) -> None:
     if isinstance(max_lag, bool) or not isinstance(max_lag, (int, np.integer)) or max_lag < 1:
         raise UsageError(f"--max-lag must be a whole number of samples >= 1, got {max_lag!r}")
-    if isinstance(alpha, bool) or not isinstance(alpha, (int, float, np.floating)) or not 0 < alpha < 1:
-        raise UsageError(f"--alpha must be a significance level strictly between 0 and 1, got {alpha!r}")
+    if isinstance(alpha, bool) or not isinstance(alpha, (int, float)) or not 0 < alpha < 1:
+        raise UsageError(
+            f"--alpha must be a significance level strictly between 0 and 1, got {alpha!r}"
+        )
     check_correction(correction)
 
 
@@ -211,14 +219,24 @@ def _check_data(data: Dataset, lags: int) -> None:
         )
 
 
-def _check_design_columns(data: Dataset, std: np.ndarray, lags: int) -> None:
-    """A column constant over the regression rows only (e.g. it varies in the dropped first rows)."""
+def _check_design_columns(data: Dataset, design: np.ndarray, lags: int) -> None:
+    """A column constant over the regression rows only (it varied in the dropped first rows)."""
     d = data.n_variables
-    for col in np.flatnonzero(std == 0):
+    for col in np.flatnonzero(np.all(design == design[0], axis=0)):
         name = data.variables[col % d]
         raise DataError(
             f"{data.source}: column '{name}' is constant once the first {lags} samples of each "
             "trial are set aside for lags; drop it"
+        )
+
+
+def _check_residuals(data: Dataset, rss: np.ndarray, y: np.ndarray) -> None:
+    """DataError for a target its lags predict exactly: with no noise left, tests are undefined."""
+    tss = np.sum(y**2, axis=0)
+    for i in np.flatnonzero(rss <= _EXACT_FIT * tss):
+        raise DataError(
+            f"{data.source}: column '{data.variables[i]}' is an exact linear function of the "
+            "lagged variables (no noise is left), so Granger tests are undefined for it; drop it"
         )
 
 

@@ -146,7 +146,8 @@ class CausalGraph:
         """A Graphviz digraph of the significant edges, one arrow per pair labelled by its lags.
 
         Nodes get safe ids ``n0, n1, ...`` and carry the variable name as an escaped label, so any
-        name (quotes, backslashes, spaces) renders as written; every variable is drawn, linked or not.
+        name (quotes, backslashes, spaces) renders as written; every variable is drawn, linked or
+        not.
         """
         lines = ["digraph causal {"]
         for i, name in enumerate(self.variables):
@@ -170,7 +171,8 @@ class CausalGraph:
         keys = [("name", "node", "string"), ("lags", "edge", "string"), ("score", "edge", "double"),
                 ("strength", "edge", "double"), ("p_value", "edge", "double")]
         for key, domain, kind in keys:
-            ET.SubElement(root, "key", {"id": key, "for": domain, "attr.name": key, "attr.type": kind})
+            attributes = {"id": key, "for": domain, "attr.name": key, "attr.type": kind}
+            ET.SubElement(root, "key", attributes)
         graph = ET.SubElement(root, "graph", {"id": "G", "edgedefault": "directed"})
         for i, name in enumerate(self.variables):
             node = ET.SubElement(graph, "node", {"id": f"n{i}"})
@@ -189,7 +191,8 @@ class CausalGraph:
             for key, value in values.items():
                 ET.SubElement(element, "data", {"key": key}).text = value
         ET.indent(root)
-        return '<?xml version="1.0" encoding="UTF-8"?>\n' + ET.tostring(root, encoding="unicode") + "\n"
+        body = ET.tostring(root, encoding="unicode")
+        return f'<?xml version="1.0" encoding="UTF-8"?>\n{body}\n'
 
     def _significant_pairs(self) -> dict[tuple[str, str], list[Edge]]:
         """Significant edges grouped by (source, target), lags ascending, in first-seen order."""

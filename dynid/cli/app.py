@@ -64,6 +64,7 @@ for module in (
 
 def main(argv: Optional[list[str]] = None) -> int:
     """Run the CLI; returns the exit code (see ../shared/CONTRACT.md)."""
+    from typer import exceptions as typer_exceptions
     from typer._click import exceptions as click_exceptions
 
     args = sys.argv[1:] if argv is None else argv
@@ -72,13 +73,16 @@ def main(argv: Optional[list[str]] = None) -> int:
     try:
         result = command.main(args=args, prog_name="dynid", standalone_mode=False)
         return result if isinstance(result, int) else 0
-    except click_exceptions.Exit as exc:
+    except typer_exceptions.Exit as exc:
         return exc.exit_code
+    except click_exceptions.NoArgsIsHelpError as exc:
+        print(exc.format_message(), file=sys.stderr)
+        return 2
     except click_exceptions.ClickException as exc:
         # Usage errors (unknown option, missing argument, bad value): exit 2 per the contract.
         _fail(f"dynid: error: {exc.format_message()}", exc, verbose)
         return 2 if isinstance(exc, click_exceptions.UsageError) else exc.exit_code
-    except (KeyboardInterrupt, click_exceptions.Abort) as exc:
+    except (KeyboardInterrupt, typer_exceptions.Abort) as exc:
         _fail("dynid: interrupted", exc, verbose)
         return 130
     except BrokenPipeError:

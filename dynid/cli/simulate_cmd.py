@@ -20,6 +20,7 @@ def simulate(
     noise: Annotated[float, typer.Option("--noise", help="Observation noise, as a fraction of each variable's standard deviation.")] = 0.0,
     seed: Annotated[int, typer.Option("--seed", help="Random seed for noise and stochastic systems.")] = 0,
     param: ParamsOption = None,
+    x0: Annotated[Optional[str], typer.Option("--x0", help="Initial state, comma-separated [default: the system's].")] = None,
     list_systems: Annotated[bool, typer.Option("--list", help="List the systems with their default parameters.")] = False,
     output: OutputPath = None,
     *,
@@ -37,7 +38,8 @@ def simulate(
     if system is None:
         raise UsageError("give a SYSTEM name (dynid simulate --list shows them)")
     params = _parse_params(param or [])
-    result = run_system(system, n=n, dt=dt, noise=noise, seed=seed, params=params)
+    initial = None if x0 is None else _parse_numbers(x0, "--x0")
+    result = run_system(system, n=n, dt=dt, noise=noise, seed=seed, params=params, x0=initial)
     import numpy as np
 
     values = result.x if result.u is None else np.hstack([result.x, result.u])
@@ -57,6 +59,15 @@ def _parse_params(items: list[str]) -> dict[str, float]:
         except ValueError:
             raise UsageError(f"-p {item!r}: expected KEY=NUMBER") from None
     return params
+
+
+def _parse_numbers(text: str, option: str) -> list[float]:
+    from dynid.errors import UsageError
+
+    try:
+        return [float(part) for part in text.split(",")]
+    except ValueError:
+        raise UsageError(f"{option} {text!r}: expected comma-separated numbers") from None
 
 
 def _list(out: Output, systems) -> None:  # type: ignore[no-untyped-def]

@@ -16,14 +16,16 @@ from dynid.errors import DataError
 VPT_THRESHOLD = 0.4
 
 
-def _pair(pred: np.ndarray, true: np.ndarray, *, min_ndim: int = 2) -> tuple[np.ndarray, np.ndarray]:
+def _pair(
+    pred: np.ndarray, true: np.ndarray, *, min_ndim: int = 2
+) -> tuple[np.ndarray, np.ndarray]:
     """Both arrays as float arrays of one shape; ValueError otherwise (a caller bug, not data)."""
     p = np.asarray(pred, dtype=float)
     t = np.asarray(true, dtype=float)
     if p.shape != t.shape:
         raise ValueError(f"pred has shape {p.shape} but true has shape {t.shape}")
     if p.ndim < min_ndim:
-        raise ValueError(f"expected arrays with at least {min_ndim} axes (..., d), got shape {p.shape}")
+        raise ValueError(f"expected arrays of at least {min_ndim} axes (..., d), got {p.shape}")
     if p.size == 0:
         raise ValueError(f"cannot score empty arrays of shape {p.shape}")
     return p, t

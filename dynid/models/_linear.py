@@ -13,10 +13,19 @@ from typing import Any
 
 import numpy as np
 
+from dynid.data.dataset import Dataset
 from dynid.errors import ComputationError, DataError
 
 
 # -- lagged designs ------------------------------------------------------------------------------
+def trial_arrays(data: Dataset) -> tuple[list[np.ndarray], list[np.ndarray] | None]:
+    """Per-trial states (n_i, d) and inputs (n_i, m), or None when the data have no inputs."""
+    trials_x = [trial.x for trial in data.trials]
+    if not data.inputs:
+        return trials_x, None
+    return trials_x, [trial.u for trial in data.trials if trial.u is not None]
+
+
 @dataclass(frozen=True)
 class LaggedDesign:
     """Stacked one-step regression ``targets ≈ regressors @ theta`` over all trials.
@@ -168,8 +177,15 @@ def rollout(
     history's last input row) and step j > 1 uses ``future_inputs[j-2]``; the last row of
     ``future_inputs`` (steps, m) is therefore never used. Returns (steps, d).
     """
+    # Contiguous copies make the arithmetic (hence the bits) independent of how the arrays were
+    # laid out in memory, so a model restored from a file forecasts exactly as the original.
+    coefs = np.ascontiguousarray(coefs, dtype=float)
     p, d, _ = coefs.shape
-    window = [np.asarray(row, dtype=float) for row in history_x[-p:]]
+    if intercept is not None:
+        intercept = np.ascontiguousarray(intercept, dtype=float)
+    if input_coefs is not None:
+        input_coefs = np.ascontiguousarray(input_coefs, dtype=float)
+    window = [np.ascontiguousarray(row, dtype=float) for row in history_x[-p:]]
     out = np.empty((steps, d))
     for j in range(steps):
         x = np.zeros(d) if intercept is None else intercept.copy()
@@ -177,7 +193,7 @@ def rollout(
             x = x + coefs[lag - 1] @ window[-lag]
         if input_coefs is not None and input_coefs.shape[1] > 0:
             u = history_u_last if j == 0 else future_inputs[j - 1]  # type: ignore[index]
-            x = x + input_coefs @ u
+            x = x + input_coefs @ np.ascontiguousarray(u, dtype=float)
         out[j] = x
         window = window[1:] + [x]
     return out
@@ -193,7 +209,8 @@ class VarFit:
     residuals: (N, d); design: the regression it came from;
     sigma: (d, d) residual covariance, dof-corrected (SSE / (N - k));
     sigma_ml: (d, d) maximum-likelihood residual covariance (SSE / N);
-    coef_cov_factor: (k, k) with Cov(theta[:, i]) = sigma[i, i] * coef_cov_factor; it is
+    coef_cov_factor: (k, k), in the column order of ``design.regressors``: the covariance of
+    target i's k coefficients is sigma[i, i] * coef_cov_factor (Wald tests need it); it is
     (Z'Z)^-1 for OLS and the ridge sandwich (Z'Z + P)^-1 Z'Z (Z'Z + P)^-1 otherwise (the
     sampling covariance at a fixed design, ignoring the ridge bias);
     stderr / intercept_stderr / input_stderr: standard errors shaped like the estimates;
@@ -240,9 +257,10 @@ class VarFit:
         return self.log_det_sigma_ml() + penalty * self.n_params / self.n_obs
 
 
-def min_rows_message(p: int, k: int, rows: int, what: str = "VAR") -> str:
+def min_rows_message(p: int, k: int, rows: int) -> str:
+    """Why a VAR(p) with k coefficients per equation cannot be fitted to ``rows`` rows."""
     return (
-        f"the {what}({p}) has {k} coefficients per equation and needs more than {k} usable "
+        f"the VAR({p}) has {k} coefficients per equation and needs more than {k} usable "
         f"samples after the first {p} of each trial (one trial of at least {p + k + 1} "
         f"samples); the data give {rows}"
     )
@@ -299,7 +317,8 @@ def fit_var_least_squares(
     theta_se = np.sqrt(np.outer(np.clip(np.diag(cov_factor), 0, None), np.diag(sigma)))
 
     def lag_blocks(values: np.ndarray) -> np.ndarray:
-        return np.stack([values[design.lag_columns(lag)].T for lag in range(1, p + 1)])
+        blocks = [values[design.lag_columns(lag)].T for lag in range(1, p + 1)]
+        return np.ascontiguousarray(np.stack(blocks))
 
     sign, logdet = np.linalg.slogdet(sigma_ml)
     loglik = (
@@ -308,7 +327,7 @@ def fit_var_least_squares(
     return VarFit(
         coefs=lag_blocks(theta),
         intercept=theta[0].copy() if trend else np.zeros(d),
-        input_coefs=theta[design.input_columns].T.copy(),
+        input_coefs=np.ascontiguousarray(theta[design.input_columns].T),
         residuals=residuals,
         design=design,
         sigma=sigma,
@@ -316,7 +335,7 @@ def fit_var_least_squares(
         coef_cov_factor=cov_factor,
         stderr=lag_blocks(theta_se),
         intercept_stderr=theta_se[0].copy() if trend else np.zeros(d),
-        input_stderr=theta_se[design.input_columns].T.copy(),
+        input_stderr=np.ascontiguousarray(theta_se[design.input_columns].T),
         loglik=float(loglik),
     )
 
@@ -346,6 +365,10 @@ def numerical_rank(singular_values: np.ndarray, shape: tuple[int, int]) -> int:
     return int(np.sum(s > s[0] * max(shape) * np.finfo(float).eps))
 
 
+# Below this many singular values their median is too coarse a noise estimate to cut on.
+MIN_VALUES_FOR_NOISE_ESTIMATE = 8
+
+
 def optimal_hard_threshold_rank(singular_values: np.ndarray, shape: tuple[int, int]) -> int:
     """Rank kept by Gavish & Donoho's (2014) optimal hard threshold for unknown noise.
 
@@ -358,20 +381,27 @@ def optimal_hard_threshold_rank(singular_values: np.ndarray, shape: tuple[int, i
     singular values are noise (many more variables than modes). With few variables - the usual
     case for dynid - every singular value can be signal and the median says nothing about
     noise. So the threshold is used only when the values it discards sit in the
-    Marchenko-Pastur noise bulk that median implies (none more than 10% below its lower edge);
-    otherwise every numerically nonzero singular value is kept. On noise-free data this keeps
+    Marchenko-Pastur noise bulk that median implies (none more than 10% below its lower edge)
+    and when more than half of at least ``MIN_VALUES_FOR_NOISE_ESTIMATE`` values are discarded
+    (so the median is a noise value); otherwise every numerically nonzero singular value is kept. On noise-free data this keeps
     all nonzero singular values either way.
     """
     s = np.asarray(singular_values, dtype=float)
     numerical = numerical_rank(s, shape)
     if numerical == 0:
         return 0
+    if s.size < MIN_VALUES_FOR_NOISE_ESTIMATE:
+        return numerical
     beta = min(shape) / max(shape)
     mu = _marchenko_pastur_median(beta)
     lam = np.sqrt(2 * (beta + 1) + 8 * beta / ((beta + 1) + np.sqrt(beta**2 + 14 * beta + 1)))
     median = float(np.median(s))
     threshold = lam / np.sqrt(mu) * median
     rank = min(int(np.sum(s > threshold)), numerical)
+    if rank == 0 or rank > (s.size - 1) // 2:
+        # The median singular value would itself be kept as signal, so it cannot stand for the
+        # noise level the threshold is built from (e.g. 2 variables, 2 modes).
+        return numerical
     discarded = s[rank:numerical]
     bulk_lower_edge = median / np.sqrt(mu) * (1 - np.sqrt(beta))
     if discarded.size and discarded.min() < 0.9 * bulk_lower_edge:

@@ -26,6 +26,7 @@ from dynid.models._linear import (
     optimal_hard_threshold_rank,
     rollout,
     sort_by_modulus,
+    trial_arrays,
 )
 from dynid.models.base import Backend, Capabilities, Hyperparameters, expect_array, param
 
@@ -35,7 +36,7 @@ class DMDParams(Hyperparameters):
     rank: int | None = param(
         None,
         "number of DMD modes (SVD truncation rank); none = Gavish-Donoho optimal hard "
-        "threshold, which keeps every mode when the data have few variables",
+        "threshold where the dropped singular values look like noise, else all nonzero ones",
     )
     input_rank: int | None = param(
         None,
@@ -77,18 +78,13 @@ class DMD(Backend):
     # -- fitting -----------------------------------------------------------------------------
     def _fit(self, data: Dataset, *, seed: int | None, device: str, progress: Any) -> None:
         params: DMDParams = self.params  # type: ignore[assignment]
-        has_inputs = bool(data.inputs)
-        design = lagged_design(
-            [trial.x for trial in data.trials],
-            1,
-            trials_u=[trial.u for trial in data.trials] if has_inputs else None,  # type: ignore[misc]
-            trend=False,
-        )
+        trials_x, trials_u = trial_arrays(data)
+        design = lagged_design(trials_x, 1, trials_u=trials_u, trend=False)
         if design.n_rows < 1:
             raise DataError(f"{data.source}: DMD needs at least one trial with 2 samples")
         d = data.n_variables
         y = design.targets.T  # (d, N) states x_{k+1}
-        if has_inputs:
+        if trials_u is not None:
             omega = design.regressors.T  # (d + m, N) stacked [x_k; u_k]
             operators, rank, input_rank = _dmdc(y, omega, d, params)
             self.metrics_ = {"rank": rank, "input_rank": input_rank}
@@ -161,7 +157,7 @@ class DMD(Backend):
         return self.eigenvalues_
 
 
-# -- the two algorithms ------------------------------------------------------------------------------
+# -- the two algorithms --------------------------------------------------------------------------
 @dataclass(frozen=True)
 class _Operators:
     """A (d, d), B (d, m); reduced (r, r) operator and lift (d, r) with A lift = lift reduced,

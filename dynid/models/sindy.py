@@ -159,6 +159,27 @@ class TermLibrary:
         return np.concatenate(parts, axis=1)
 
 
+def enforce_threshold(
+    coefficients: np.ndarray, theta: np.ndarray, target: np.ndarray, threshold: float
+) -> np.ndarray:
+    """Drop terms below ``threshold`` and refit the rest by least squares, until none is left.
+
+    coefficients: (d, n_features); theta: (N, n_features); target: (N, d). STLSQ thresholds its
+    ridge estimates, but the final least-squares refit on the chosen terms can leave a term
+    under the threshold (with collinear terms, e.g. 1, x, x^2 on data in [0.2, 0.9], a term the
+    ridge kept can come back as 3e-15). Every kept coefficient is then >= threshold in magnitude.
+    """
+    result = coefficients.copy()
+    for i, row in enumerate(result):
+        while np.any((row != 0) & (np.abs(row) < threshold)):
+            keep = np.abs(row) >= threshold
+            row = np.zeros_like(row)
+            if keep.any():
+                row[keep] = np.linalg.lstsq(theta[:, keep], target[:, i], rcond=None)[0]
+        result[i] = row
+    return result
+
+
 class SINDy(Backend):
     """Sparse regression of dx/dt (or x[k+1]) on a library of candidate terms.
 
@@ -184,18 +205,25 @@ class SINDy(Backend):
                 f"{data.source}: every trial is shorter than the {need} samples the sindy "
                 "backend needs"
             )
-        xs = [trial.x for trial in trials]
+        estimator = self._pysindy_model()
+        xs, targets = self._regression_targets(estimator, trials)
         ts = [trial.t for trial in trials]
         us = [trial.u for trial in trials] if data.inputs else None
-        model = self._pysindy_model()
-        model.fit(xs, t=ts, u=us, feature_names=library.coordinates)
-        if list(model.get_feature_names()) != library.names:
+        if self.params.discrete:
+            estimator.fit(xs, t=ts, u=us, feature_names=library.coordinates)
+        else:
+            estimator.fit(xs, t=ts, x_dot=targets, u=us, feature_names=library.coordinates)
+        if list(estimator.get_feature_names()) != library.names:
             # Our evaluator would simulate other terms than pysindy fitted: refuse, loudly.
             raise ComputationError(
                 "internal error: pysindy's term library differs from dynid's; "
                 "check the installed pysindy version"
             )
-        coefficients = np.array(model.coefficients(), dtype=np.float64)
+        theta, target = self._design(library, xs, targets, us)
+        coefficients = enforce_threshold(
+            np.array(estimator.coefficients(), dtype=np.float64), theta, target,
+            self.params.threshold,
+        )
         if not np.all(np.isfinite(coefficients)):
             raise ComputationError(
                 "the sparse regression gave non-finite coefficients; rescale the data or "
@@ -203,15 +231,53 @@ class SINDy(Backend):
             )
         self.coefficients_ = coefficients
         self._library = library
-        # R^2 of the fitted derivative (or next state, for maps) per variable, in-sample.
-        r2 = np.atleast_1d(model.score(xs, t=ts, u=us, multioutput="raw_values"))
-        self.metrics_ = {
-            "r2": {v: float(s) for v, s in zip(self.variables_, r2, strict=True)},
-            "n_terms": int(np.count_nonzero(coefficients)),
-            "n_features": len(library),
+        self.metrics_ = self._fit_metrics(theta, target, data.n_trials - len(trials))
+
+    def _regression_targets(
+        self, estimator: Any, trials: list[Trial]
+    ) -> tuple[list[np.ndarray], list[np.ndarray]]:
+        """Per trial: the states the library sees (smoothed, if so chosen) and the targets.
+
+        Targets are the estimated dx/dt (n, d), or for maps the next states x[1:] (n - 1, d).
+        Computed here rather than inside pysindy so that ``enforce_threshold`` and the
+        metrics see exactly the regression pysindy solved.
+        """
+        if self.params.discrete:
+            return [trial.x for trial in trials], [trial.x[1:] for trial in trials]
+        differentiate = estimator.differentiation_method
+        xs, x_dots = [], []
+        for trial in trials:
+            x_dots.append(np.asarray(differentiate(trial.x, t=trial.t), dtype=np.float64))
+            xs.append(np.asarray(differentiate.smoothed_x_, dtype=np.float64))
+        return xs, x_dots
+
+    @staticmethod
+    def _design(
+        library: TermLibrary,
+        xs: list[np.ndarray],
+        targets: list[np.ndarray],
+        us: list[np.ndarray] | None,
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """All trials' library matrix Theta (N, n_features) and targets (N, d), stacked."""
+        rows = []
+        for k, (x, target) in enumerate(zip(xs, targets, strict=True)):
+            z = x if us is None else np.concatenate([x, us[k]], axis=1)
+            rows.append(library(z[: target.shape[0]]))  # maps: x[k] pairs with x[k+1]
+        return np.concatenate(rows), np.concatenate(targets)
+
+    def _fit_metrics(self, theta: np.ndarray, target: np.ndarray, skipped: int) -> dict[str, Any]:
+        """In-sample R^2 per variable (of dx/dt, or of x[k+1] for maps) and term counts."""
+        from sklearn.metrics import r2_score  # what pysindy's score uses
+
+        r2 = r2_score(target, theta @ self.coefficients_.T, multioutput="raw_values")
+        metrics: dict[str, Any] = {
+            "r2": {v: float(s) for v, s in zip(self.variables_, np.atleast_1d(r2), strict=True)},
+            "n_terms": int(np.count_nonzero(self.coefficients_)),
+            "n_features": int(self.coefficients_.shape[1]),
         }
-        if len(trials) < data.n_trials:
-            self.metrics_["trials_skipped"] = data.n_trials - len(trials)
+        if skipped:
+            metrics["trials_skipped"] = skipped
+        return metrics
 
     def _min_samples(self) -> int:
         if self.params.discrete:
@@ -237,7 +303,7 @@ class SINDy(Backend):
             # L0 weight that makes SR3's prox a hard threshold at `threshold` (Champion et al.
             # 2020, App. S1); unbias refits the kept terms by least squares, as STLSQ does.
             optimizer = ps.SR3(
-                reg_weight_lam=ps.SR3.calculate_l0_weight(p.threshold, p.alpha),
+                reg_weight_lam=p.threshold**2 / (2 * p.alpha),
                 regularizer="L0",
                 relax_coeff_nu=p.alpha,
                 unbias=True,
@@ -260,6 +326,12 @@ class SINDy(Backend):
     def _simulate(
         self, history: Trial, steps: int, future_inputs: np.ndarray | None
     ) -> np.ndarray:
+        """(steps, d) states at dt_ * (1..steps) after the last history sample.
+
+        ODEs: integrated with inputs interpolated linearly between history.u[-1] (t = 0) and
+        future_inputs[k] (t = (k + 1) dt). Maps: x[k+1] = f(x[k], u[k]), so the first step uses
+        history.u[-1] and the last row of future_inputs is not needed.
+        """
         if steps < 0:
             raise UsageError(f"cannot simulate a negative number of steps ({steps})")
         x0 = np.asarray(history.x[-1], dtype=np.float64)
@@ -330,8 +402,8 @@ class SINDy(Backend):
                 atol=ATOL,
                 events=escaped,
             )
-        if solution.status == 1 or (solution.success and solution.y.shape[1] < steps):
-            where = solution.t_events[0][0] if solution.t_events[0].size else float("nan")
+        if solution.status == 1:  # the escape event stopped the solver
+            where = solution.t_events[0][0]
             raise ComputationError(
                 f"the identified sindy model diverged (|x| > {limit:.3g}) at t = {where:.4g} "
                 "after the last history sample; try a larger threshold or a smaller library"
@@ -369,7 +441,7 @@ class SINDy(Backend):
 
     @property
     def feature_names_(self) -> list[str]:
-        """Library term names in pysindy's notation over coordinates x0.. (states), u0.. (inputs)."""
+        """Term names in pysindy's notation over coordinates x0.. (states), u0.. (inputs)."""
         return list(self._library.names)
 
     @property

@@ -1,9 +1,9 @@
 """Simulated systems with known dynamics: the catalogue behind ``dynid simulate``.
 
-``simulate(name, ...)`` gives a ``Simulation``; ``rhs(name)`` the true dynamics to compare identified
-models with; ``SYSTEMS`` lists every ``SystemSpec``. ``linear_matrix``, ``var_coefficients`` and
-``var_graph`` give the ground truth of the ``linear`` and ``var`` systems, ``oscillator_forcing``
-the input of ``forced-oscillator``.
+``simulate(name, ...)`` gives a ``Simulation``; ``rhs(name)`` the true dynamics to compare
+identified models with; ``SYSTEMS`` lists every ``SystemSpec``. ``linear_matrix``,
+``var_coefficients`` and ``var_graph`` give the ground truth of the ``linear`` and ``var``
+systems, ``oscillator_forcing`` the input of ``forced-oscillator``.
 """
 
 from __future__ import annotations

@@ -76,7 +76,7 @@ class Implementation:
     check: Callable[[Params], None] | None = None
 
     def resolve(self, params: Mapping[str, float] | None) -> Params:
-        """The defaults overridden by ``params``; raises UsageError on an unknown key or bad value."""
+        """The defaults overridden by ``params``; UsageError on an unknown key or a bad value."""
         resolved = dict(self.spec.params)
         for key, value in (params or {}).items():
             if key not in resolved:

@@ -62,7 +62,11 @@ def _lorenz(p: Params) -> Field:
     sigma, rho, beta = p["sigma"], p["rho"], p["beta"]
 
     def f(t, x, u=None):
-        return np.array([sigma * (x[1] - x[0]), x[0] * (rho - x[2]) - x[1], x[0] * x[1] - beta * x[2]])
+        return np.array([
+            sigma * (x[1] - x[0]),
+            x[0] * (rho - x[2]) - x[1],
+            x[0] * x[1] - beta * x[2],
+        ])
 
     return f
 
@@ -110,7 +114,9 @@ def _lorenz96_size(p: Params) -> int:
 def _check_lorenz96(p: Params) -> None:
     # The stencil reaches from i-2 to i+1: fewer than 4 sites would couple a site with itself.
     if p["N"] != int(p["N"]) or p["N"] < 4:
-        raise UsageError(f"parameter 'N' of system 'lorenz96' must be an integer >= 4, got {p['N']:g}")
+        raise UsageError(
+            f"parameter 'N' of system 'lorenz96' must be an integer >= 4, got {p['N']:g}"
+        )
 
 
 def _lorenz96(p: Params) -> Field:
@@ -118,7 +124,7 @@ def _lorenz96(p: Params) -> Field:
 
     def f(t, x, u=None):
         x = np.asarray(x)
-        ahead, behind, two_behind = np.roll(x, -1, axis=0), np.roll(x, 1, axis=0), np.roll(x, 2, axis=0)
+        ahead, behind, two_behind = (np.roll(x, shift, axis=0) for shift in (-1, 1, 2))
         return (ahead - two_behind) * behind - x + forcing
 
     return f
@@ -170,7 +176,7 @@ def _forced_oscillator(p: Params) -> Field:
     k, c = p["k"], p["c"]
 
     def f(t, x, u=None):
-        drive = oscillator_forcing(t)[0] if u is None else u[0]
+        drive = oscillator_forcing(t)[..., 0] if u is None else u[0]
         return np.array([x[1], -k * x[0] - c * x[1] + drive])
 
     return f

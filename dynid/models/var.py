@@ -1,0 +1,193 @@
+"""Vector autoregression VAR(p), with exogenous inputs VARX, by least squares or ridge.
+
+    x_t = c + A_1 x_{t-1} + ... + A_p x_{t-p} + B u_{t-1} + e_t,   e_t ~ N(0, Sigma)
+
+The input enters one step late, as in DMDc: x_t depends on u_{t-1}. Lags are built within each
+trial only. The order p is given or chosen by AIC/BIC on a common effective sample (the first
+``max_order`` samples of every trial are dropped for every candidate, so the criteria compare
+fits to the same data; Lütkepohl 2005, Sec. 4.3), after which the chosen order is refitted on
+all samples it can use. The estimator itself, ``fit_var_least_squares``, lives in
+``_linear`` so that Granger-causality tests share it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Literal
+
+import numpy as np
+
+from dynid.data.dataset import Dataset, Trial
+from dynid.errors import DataError
+from dynid.models._linear import (
+    VarFit,
+    companion_matrix,
+    finite_or_none,
+    fit_var_least_squares,
+    lagged_design,
+    min_rows_message,
+    one_step_metrics,
+    rollout,
+    sort_by_modulus,
+    trial_arrays,
+)
+from dynid.models.base import Backend, Capabilities, Hyperparameters, expect_array, param
+
+__all__ = ["VAR", "VARParams", "VarFit", "fit_var_least_squares", "select_order"]
+
+
+@dataclass(frozen=True)
+class VARParams(Hyperparameters):
+    order: int | None = param(None, "number of lags p; none = choose 1..max_order by criterion")
+    max_order: int = param(10, "largest order tried when order is none")
+    criterion: Literal["bic", "aic"] = param("bic", "order selection criterion")
+    trend: bool = param(True, "fit an intercept c")
+    ridge: float = param(
+        0.0,
+        "ridge penalty: minimise mean squared one-step error + ridge * sum of squared "
+        "coefficients (intercept unpenalised); 0 = ordinary least squares",
+    )
+
+    def __post_init__(self) -> None:
+        if self.order is not None and self.order < 1:
+            raise ValueError(f"order must be a positive integer or none, not {self.order}")
+        if self.max_order < 1:
+            raise ValueError(f"max_order must be a positive integer, not {self.max_order}")
+        if self.criterion not in ("bic", "aic"):
+            raise ValueError(f"criterion must be bic or aic, not {self.criterion!r}")
+        if not self.ridge >= 0:
+            raise ValueError(f"ridge must be zero or positive, not {self.ridge}")
+
+
+def select_order(
+    trials_x: list[np.ndarray],
+    max_order: int,
+    *,
+    criterion: str = "bic",
+    trials_u: list[np.ndarray] | None = None,
+    trend: bool = True,
+    ridge: float = 0.0,
+) -> tuple[int, dict[int, float]]:
+    """The order in 1..max_order minimising ``criterion``, and every candidate's value.
+
+    All candidates are fitted to the same targets (samples max_order.. of each trial); ties go
+    to the smaller order. Criteria are Lütkepohl's normalised ones, see
+    ``VarFit.information_criterion``.
+    """
+    probe = lagged_design(trials_x, max_order, trials_u=trials_u, trend=trend)
+    if probe.n_rows <= probe.n_regressors:
+        raise DataError(
+            min_rows_message(max_order, probe.n_regressors, probe.n_rows)
+            + "; lower -p max_order or set -p order"
+        )
+    values = {
+        p: fit_var_least_squares(
+            trials_x, p, trials_u=trials_u, trend=trend, ridge=ridge, start=max_order
+        ).information_criterion(criterion)
+        for p in range(1, max_order + 1)
+    }
+    best = min(values, key=lambda p: (values[p], p))
+    return best, values
+
+
+class VAR(Backend):
+    """VAR(p) / VARX by least squares.
+
+    Fitted arrays (p lags, d variables, m inputs): ``coefs`` (p, d, d), coefs[k][target, source]
+    multiplies x_{t-k-1}[source]; ``intercept`` (d,) (zeros without trend); ``input_coefs``
+    (d, m) multiplies u_{t-1}; ``noise_cov`` (d, d) dof-corrected residual covariance;
+    ``coef_stderr`` (p, d, d) OLS standard errors of coefs (with ridge: the ridge estimator's
+    sampling spread at a fixed design, ignoring its bias).
+    """
+
+    name = "var"
+    summary = "vector autoregression VAR(p)/VARX by least squares, order by BIC or AIC"
+    Params = VARParams
+    capabilities = Capabilities(uniform_steps=True, inputs=True)
+
+    def _fit(self, data: Dataset, *, seed: int | None, device: str, progress: Any) -> None:
+        params: VARParams = self.params  # type: ignore[assignment]
+        trials_x, trials_u = trial_arrays(data)
+        options: dict[str, Any] = {
+            "trials_u": trials_u,
+            "trend": params.trend,
+            "ridge": params.ridge,
+        }
+        values: dict[int, float] = {}
+        if params.order is None:
+            order, values = select_order(
+                trials_x, params.max_order, criterion=params.criterion, **options
+            )
+        else:
+            order = params.order
+        result = fit_var_least_squares(trials_x, order, **options)
+        self._set(result)
+        self.metrics_ = {
+            "order": order,
+            "order_selected_by": params.criterion if params.order is None else "fixed",
+            **one_step_metrics(result.design.targets, result.fitted),
+            "loglik": finite_or_none(result.loglik),
+            "aic": finite_or_none(result.information_criterion("aic")),
+            "bic": finite_or_none(result.information_criterion("bic")),
+            "n_obs": result.n_obs,
+        }
+        if values:
+            self.metrics_["criterion_values"] = {
+                str(p): finite_or_none(v) for p, v in values.items()
+            }
+
+    def _set(self, result: VarFit) -> None:
+        self.coefs_ = result.coefs
+        self.intercept_ = result.intercept
+        self.input_coefs_ = result.input_coefs
+        self.noise_cov_ = result.sigma
+        self.coef_stderr_ = result.stderr
+
+    @property
+    def history_length(self) -> int:
+        if hasattr(self, "coefs_"):
+            return int(self.coefs_.shape[0])
+        return self.params.order or 1  # type: ignore[attr-defined]
+
+    def _simulate(
+        self, history: Trial, steps: int, future_inputs: np.ndarray | None
+    ) -> np.ndarray:
+        """The noise-free (conditional mean) forecast from the last p history samples.
+
+        Step 1 uses the history's last input row; step j > 1 uses future_inputs[j-2], so the
+        last row of future_inputs is not used.
+        """
+        u_last = history.u[-1] if self.inputs_ and history.u is not None else None
+        p = self.history_length
+        return rollout(
+            self.coefs_, self.intercept_, self.input_coefs_, history.x[-p:], u_last,
+            future_inputs, steps,
+        )
+
+    def arrays(self) -> dict[str, np.ndarray]:
+        self._check_fitted()
+        return {
+            "coefs": self.coefs_,
+            "intercept": self.intercept_,
+            "input_coefs": self.input_coefs_,
+            "noise_cov": self.noise_cov_,
+            "coef_stderr": self.coef_stderr_,
+        }
+
+    def _load_arrays(self, arrays: dict[str, np.ndarray]) -> None:
+        d, m = self.n_variables, self.n_inputs
+        coefs = expect_array(arrays, "coefs", (None, d, d)).astype(float)
+        p = coefs.shape[0]
+        if p < 1:
+            raise DataError("model array 'coefs' has no lags")
+        self.coefs_ = coefs
+        self.intercept_ = expect_array(arrays, "intercept", (d,)).astype(float)
+        self.input_coefs_ = expect_array(arrays, "input_coefs", (d, m)).astype(float)
+        self.noise_cov_ = expect_array(arrays, "noise_cov", (d, d)).astype(float)
+        self.coef_stderr_ = expect_array(arrays, "coef_stderr", (p, d, d)).astype(float)
+
+    def eigenvalues(self) -> np.ndarray | None:
+        """Eigenvalues of the (p d, p d) companion matrix, by decreasing modulus (per step)."""
+        self._check_fitted()
+        values = np.linalg.eigvals(companion_matrix(self.coefs_))
+        return values[sort_by_modulus(values)]
