@@ -29,4 +29,4 @@ dynid simulate forced-oscillator --n 3000 -o forced_oscillator.csv
 
 # Sparse VAR(2), 5 variables, known graph: x0->x1 (lag 1), x1->x2 (lag 2), x3->x4 (lag 1),
 # x0->x3 (lag 2), plus self-loops; unit Gaussian innovations.
-dynid simulate var --n 2000 --seed 1 -o var5.csv
+dynid simulate var --n 2000 --seed 0 -o var5.csv

@@ -122,30 +122,39 @@ def _read_hdf5(path: str, inner: str | None, wanted: set[str] | None) -> list[Ta
         node_path = inner or "/"
         if node_path not in handle:
             raise DataError(f"{path}: no dataset or group {node_path!r} inside")
-        node = handle[node_path]
-        if isinstance(node, h5py.Dataset):
-            return [_hdf5_trial(path, node, node.parent, wanted)]
-        datasets = [m for m in node.values() if isinstance(m, h5py.Dataset) and m.ndim == 2]
-        groups = [m for m in node.values() if isinstance(m, h5py.Group)]
-        if len(datasets) == 1 and not groups:
-            return [_hdf5_trial(path, datasets[0], node, wanted)]
-        members = sorted(datasets + groups, key=lambda m: _natural_key(m.name))
-        tables = []
-        for member in members:
-            if isinstance(member, h5py.Group):
-                inner_sets = [m for m in member.values() if isinstance(m, h5py.Dataset) and m.ndim == 2]
-                if len(inner_sets) != 1:
-                    raise DataError(
-                        f"{path}:{member.name}: a trial group must hold exactly one 2-D dataset"
-                    )
-                tables.append(_hdf5_trial(path, inner_sets[0], member, wanted))
-            else:
-                # Several 2-D datasets side by side: each is a trial; a shared time vector would
-                # be ambiguous, so their time comes from a 't' column or --dt.
-                tables.append(_hdf5_trial(path, member, None, wanted))
-        if not tables:
-            raise DataError(f"{path}:{node_path}: no 2-D dataset inside")
-        return tables
+        return _collect_trials(path, handle[node_path], wanted)
+
+
+def _collect_trials(path: str, node, wanted: set[str] | None) -> list[Table]:  # type: ignore[no-untyped-def]
+    """The trials under an HDF5 node: a 2-D dataset is one trial; a group holding exactly one
+    2-D dataset is one trial (with its time vector); a group of such members is one trial each;
+    a group wrapping a single subgroup is looked through."""
+    import h5py
+
+    if isinstance(node, h5py.Dataset):
+        return [_hdf5_trial(path, node, node.parent, wanted)]
+    datasets = [m for m in node.values() if isinstance(m, h5py.Dataset) and m.ndim == 2]
+    groups = [m for m in node.values() if isinstance(m, h5py.Group)]
+    if len(datasets) == 1 and not groups:
+        return [_hdf5_trial(path, datasets[0], node, wanted)]
+    if not datasets and len(groups) == 1:
+        return _collect_trials(path, groups[0], wanted)
+    tables = []
+    for member in sorted(datasets + groups, key=lambda m: _natural_key(m.name)):
+        if isinstance(member, h5py.Group):
+            inner_sets = [m for m in member.values() if isinstance(m, h5py.Dataset) and m.ndim == 2]
+            if len(inner_sets) != 1:
+                raise DataError(
+                    f"{path}:{member.name}: a trial group must hold exactly one 2-D dataset"
+                )
+            tables.append(_hdf5_trial(path, inner_sets[0], member, wanted))
+        else:
+            # Several 2-D datasets side by side: each is a trial; a shared time vector would
+            # be ambiguous, so their time comes from a 't' column or --dt.
+            tables.append(_hdf5_trial(path, member, None, wanted))
+    if not tables:
+        raise DataError(f"{path}:{node.name}: no 2-D dataset inside")
+    return tables
 
 
 def _hdf5_trial(path: str, dataset, parent, wanted: set[str] | None) -> Table:  # type: ignore[no-untyped-def]

@@ -1,0 +1,51 @@
+"""``dynid report``: one self-contained HTML page from model files and JSON results.
+
+The page needs no network and no script: figures are inline SVG drawn by ``svg``, the stylesheet
+is embedded by ``template``, and ``sections`` turns each input into HTML. Writing the file is the
+caller's business (the CLI writes the returned string atomically).
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+from typing import Any
+
+from dynid import __version__
+from dynid.data.dataset import Dataset
+from dynid.errors import UsageError
+from dynid.modelfile import ModelFile
+from dynid.report.sections import data_section, model_section, result_section
+from dynid.report.template import Section, render_page
+
+__all__ = ["build_report"]
+
+
+def build_report(
+    models: list[tuple[str, ModelFile]],
+    results: list[tuple[str, dict[str, Any]]],
+    data: Dataset | None = None,
+    *,
+    horizon: int | None = None,
+    title: str = "dynid report",
+) -> str:
+    """The report as one HTML document (a string).
+
+    models: (path, loaded model file) pairs, one section each; results: (path, parsed JSON) pairs
+    from other dynid commands, one section each, by kind (causal, symbolic, score, fit, other).
+    data: when given, described in its own section and used for a held-out forecast of every
+    model with the same variables: the last ``horizon`` samples of its last trial (default: a
+    quarter of the trial, at most 200).
+    """
+    if horizon is not None and horizon < 1:
+        raise UsageError(f"--horizon {horizon}: must be at least 1")
+    sections: list[Section] = []
+    if data is not None:
+        sections.append(data_section(data, anchor=f"s{len(sections) + 1}"))
+    for path, model_file in models:
+        sections.append(
+            model_section(path, model_file, data, horizon=horizon, anchor=f"s{len(sections) + 1}")
+        )
+    for path, doc in results:
+        sections.append(result_section(path, doc, anchor=f"s{len(sections) + 1}"))
+    generated = _dt.datetime.now(_dt.timezone.utc).strftime("%Y-%m-%d %H:%M:%S UTC")
+    return render_page(title, sections, generated_utc=generated, version=__version__)

@@ -1,0 +1,36 @@
+"""man/ holds one page per command, generated from the CLI; stale or malformed pages fail."""
+
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from dynid.cli.app import app
+from dynid.cli.manpages import pages
+
+MAN = Path(__file__).resolve().parent.parent / "man"
+
+
+def test_pages_are_current():
+    generated = pages(app)
+    on_disk = {p.name: p.read_text() for p in MAN.glob("*.1")}
+    assert set(on_disk) == set(generated), "run: python man/generate.py"
+    for name, text in generated.items():
+        assert on_disk[name] == text, f"{name} is stale; run: python man/generate.py"
+
+
+def test_every_command_has_a_page():
+    names = set(pages(app))
+    for command in ("fit", "forecast", "score", "symbolic", "discover-causal", "report", "simulate", "models", "info"):
+        assert f"dynid-{command}.1" in names
+
+
+@pytest.mark.skipif(shutil.which("groff") is None, reason="groff is not installed")
+@pytest.mark.parametrize("page", sorted(p.name for p in MAN.glob("*.1")))
+def test_pages_render_without_warnings(page):
+    result = subprocess.run(
+        ["groff", "-man", "-ww", "-z", str(MAN / page)], capture_output=True, text=True
+    )
+    assert result.returncode == 0
+    assert result.stderr == ""
