@@ -18,6 +18,7 @@ from dynid.causal.fdr import adjust_pvalues, check_correction
 from dynid.causal.graph import CausalGraph, Edge
 from dynid.data.dataset import Dataset
 from dynid.errors import DataError, UsageError
+from dynid.models.linear_tools import lagged_design
 
 # Scores are -log10(p); p-values below this floor (or underflowing to 0) score the cap, 300.
 P_FLOOR = 1e-300
@@ -57,7 +58,8 @@ def granger(
     _check_options(max_lag, alpha, correction)
     d, lags = data.n_variables, int(max_lag)
     _check_data(data, lags)
-    design, target = lagged_design([trial.x for trial in data.trials], lags)
+    lagged = lagged_design([trial.x for trial in data.trials], lags, trend=False)
+    design, target = lagged.regressors, lagged.targets
     n_rows = design.shape[0]
     dof = n_rows - 1 - d * lags
 
@@ -138,25 +140,6 @@ def granger(
             },
         },
     )
-
-
-def lagged_design(trials: list[np.ndarray], max_lag: int) -> tuple[np.ndarray, np.ndarray]:
-    """Stacked VAR regression rows of several trials, never lagging across a trial boundary.
-
-    trials: (n_i, d) arrays. Returns ``design`` (N, d * max_lag) whose column ``(k-1)*d + j`` is
-    ``x_j(t-k)``, and ``target`` (N, d) = ``x(t)``, with ``N = sum_i max(n_i - max_lag, 0)``.
-    """
-    d = trials[0].shape[1]
-    designs, targets = [], []
-    for x in trials:
-        n = x.shape[0]
-        if n <= max_lag:
-            continue
-        designs.append(np.hstack([x[max_lag - k : n - k] for k in range(1, max_lag + 1)]))
-        targets.append(x[max_lag:])
-    if not designs:
-        return np.empty((0, d * max_lag)), np.empty((0, d))
-    return np.vstack(designs), np.vstack(targets)
 
 
 def _joint_wald(

@@ -19,7 +19,7 @@ import numpy as np
 
 from dynid.data.dataset import Dataset, Trial
 from dynid.errors import DataError, UsageError
-from dynid.models._linear import (
+from dynid.models.linear_tools import (
     lagged_design,
     numerical_rank,
     one_step_metrics,

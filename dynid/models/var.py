@@ -7,7 +7,7 @@ trial only. The order p is given or chosen by AIC/BIC on a common effective samp
 ``max_order`` samples of every trial are dropped for every candidate, so the criteria compare
 fits to the same data; Lütkepohl 2005, Sec. 4.3), after which the chosen order is refitted on
 all samples it can use. The estimator itself, ``fit_var_least_squares``, lives in
-``_linear`` so that Granger-causality tests share it.
+``linear_tools`` so that Granger-causality tests share it.
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ import numpy as np
 
 from dynid.data.dataset import Dataset, Trial
 from dynid.errors import DataError
-from dynid.models._linear import (
+from dynid.models.linear_tools import (
     VarFit,
     companion_matrix,
     finite_or_none,
