@@ -52,7 +52,7 @@ def fit(
         hyper = backend.Params.parse([f"{k}={v}" for k, v in params.items()])
     else:
         hyper = backend.Params.parse(list(params))
-    chosen = resolve_device(device, backend)
+    chosen = resolve_device(device, f"the {model} backend", backend.capabilities.cuda)
     seed_everything(seed)
     started = time.perf_counter()
     fitted = backend(hyper).fit(data, seed=seed, device=chosen, progress=progress)

@@ -5,23 +5,22 @@ from __future__ import annotations
 import sys
 
 from dynid.errors import ResourceUnavailable, UsageError
-from dynid.models.base import Backend
 
 DEVICES = ("auto", "cpu", "cuda")
 
 
-def resolve_device(requested: str, backend: type[Backend]) -> str:
-    """``auto``/``cpu``/``cuda`` -> the device the backend will run on.
+def resolve_device(requested: str, name: str, supports_cuda: bool) -> str:
+    """``auto``/``cpu``/``cuda`` -> the device method ``name`` will run on.
 
-    ``cuda`` needs a backend that runs on CUDA (UsageError otherwise) and a visible GPU
+    ``cuda`` needs a method that runs on CUDA (UsageError otherwise) and a visible GPU
     (ResourceUnavailable, exit 4, otherwise). ``auto`` picks CUDA only when both hold.
     """
     if requested not in DEVICES:
         raise UsageError(f"--device {requested}: expected one of {', '.join(DEVICES)}")
-    if requested == "cpu" or (requested == "auto" and not backend.capabilities.cuda):
+    if requested == "cpu" or (requested == "auto" and not supports_cuda):
         return "cpu"
-    if not backend.capabilities.cuda:
-        raise UsageError(f"--device cuda: the {backend.name} backend runs on the CPU only")
+    if not supports_cuda:
+        raise UsageError(f"--device cuda: {name} runs on the CPU only")
     available = cuda_available()
     if requested == "cuda" and not available:
         raise ResourceUnavailable("--device cuda: no CUDA GPU is visible to torch")

@@ -14,6 +14,7 @@ from __future__ import annotations
 import numpy as np
 from scipy import linalg, stats
 
+from dynid.causal.base import CausalMethod, CausalSettings, NoParams
 from dynid.causal.fdr import adjust_pvalues, check_correction
 from dynid.causal.graph import CausalGraph, Edge
 from dynid.data.dataset import Dataset
@@ -26,6 +27,19 @@ P_FLOOR = 1e-300
 _NULL_WEIGHT = 1e-6
 # A target whose residual sum of squares is below this fraction of its variance is fitted exactly.
 _EXACT_FIT = 1e-20
+
+
+class Granger(CausalMethod):
+    """``--method granger``: conditional VAR Granger causality, t-tests per link and lag."""
+
+    name = "granger"
+    summary = "conditional (multivariate) VAR Granger causality: F/t-tests per link and lag"
+    Params = NoParams
+
+    def discover(self, data: Dataset, settings: CausalSettings) -> CausalGraph:
+        return granger(
+            data, max_lag=settings.max_lag, alpha=settings.alpha, correction=settings.correction
+        )
 
 
 def granger(

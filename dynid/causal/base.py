@@ -1,0 +1,63 @@
+"""The causal-method protocol: the one place a new ``--method`` plugs in.
+
+A method is a class with a ``name``, a ``summary``, a frozen hyperparameter dataclass ``Params``
+(method-specific options, ``-p key=value`` on the command line) and ``discover``, which returns
+a ``CausalGraph``. Options every method shares (lags, significance, seed, device) travel in
+``CausalSettings``.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from dataclasses import dataclass
+from typing import ClassVar
+
+from dynid.causal.fdr import check_correction
+from dynid.causal.graph import CausalGraph
+from dynid.data.dataset import Dataset
+from dynid.errors import UsageError
+from dynid.params import Hyperparameters
+
+
+@dataclass(frozen=True)
+class CausalSettings:
+    """Options common to every method.
+
+    max_lag: largest lag tested, in samples; alpha: significance level applied to p-values
+    after ``correction`` (``bh`` Benjamini-Hochberg FDR, ``bonferroni`` or ``none``);
+    seed: for permutation tests, surrogates and neural training; device: ``cpu`` or ``cuda``.
+    """
+
+    max_lag: int = 5
+    alpha: float = 0.05
+    correction: str = "bh"
+    seed: int | None = None
+    device: str = "cpu"
+
+    def __post_init__(self) -> None:
+        if isinstance(self.max_lag, bool) or not isinstance(self.max_lag, int) or self.max_lag < 1:
+            raise UsageError(f"--max-lag must be a whole number of samples >= 1, got {self.max_lag!r}")
+        if not 0.0 < self.alpha < 1.0:
+            raise UsageError(f"--alpha must lie strictly between 0 and 1, got {self.alpha!r}")
+        check_correction(self.correction)
+
+
+@dataclass(frozen=True)
+class NoParams(Hyperparameters):
+    """For methods without options of their own."""
+
+
+class CausalMethod(ABC):
+    """Discovers a CausalGraph from a Dataset. ``cuda``: whether it can run on a GPU."""
+
+    name: ClassVar[str]
+    summary: ClassVar[str]
+    Params: ClassVar[type[Hyperparameters]] = NoParams
+    cuda: ClassVar[bool] = False
+
+    def __init__(self, params: Hyperparameters | None = None) -> None:
+        self.params = params if params is not None else self.Params()
+
+    @abstractmethod
+    def discover(self, data: Dataset, settings: CausalSettings) -> CausalGraph:
+        """The graph over ``data.variables``; raises DataError for data it cannot test."""

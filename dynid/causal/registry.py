@@ -1,0 +1,27 @@
+"""``--method`` names to causal-method classes, imported only when asked for."""
+
+from __future__ import annotations
+
+import importlib
+
+from dynid.causal.base import CausalMethod
+from dynid.errors import UsageError
+
+# name -> "module:Class". Adding a method is one module plus one line here.
+_METHODS: dict[str, str] = {
+    "granger": "dynid.causal.granger:Granger",
+}
+
+
+def names() -> list[str]:
+    return list(_METHODS)
+
+
+def get(name: str) -> type[CausalMethod]:
+    """The method class called ``name``; UsageError listing the valid names otherwise."""
+    try:
+        target = _METHODS[name]
+    except KeyError:
+        raise UsageError(f"--method {name}: unknown method; valid methods: {', '.join(_METHODS)}") from None
+    module_name, _, class_name = target.partition(":")
+    return getattr(importlib.import_module(module_name), class_name)
