@@ -25,7 +25,8 @@ import numpy as np
 
 from dynid.data.dataset import Dataset, Trial
 from dynid.errors import ComputationError, DataError, UsageError
-from dynid.models.base import Backend, Capabilities, Hyperparameters, expect_array, param
+from dynid.models.base import Capabilities, Hyperparameters, expect_array, param
+from dynid.models.equations import EquationBackend
 
 LibraryName = Literal["polynomial", "fourier", "polynomial+fourier"]
 OptimizerName = Literal["stlsq", "sr3"]
@@ -35,13 +36,6 @@ DifferentiationName = Literal["finite_difference", "smoothed_finite_difference"]
 FD_ORDER = 4
 # Savitzky-Golay window (samples) of smoothed_finite_difference; trials must be at least this long.
 SMOOTHING_WINDOW = 11
-# Integration tolerances of simulate: tight enough that integration error stays far below the
-# model error on chaotic systems over typical forecast horizons.
-RTOL = 1e-8
-ATOL = 1e-10
-# A forecast whose largest |state| exceeds this multiple of (1 + the largest |state| of the
-# history) counts as diverged; stopping there keeps finite-time blow-ups from hanging the solver.
-BLOWUP_FACTOR = 1e6
 
 
 @dataclass(frozen=True)
@@ -180,7 +174,7 @@ def enforce_threshold(
     return result
 
 
-class SINDy(Backend):
+class SINDy(EquationBackend):
     """Sparse regression of dx/dt (or x[k+1]) on a library of candidate terms.
 
     Fitted state: ``coefficients_`` (d, n_features) float64 in the units of dx/dt per feature
@@ -323,96 +317,10 @@ class SINDy(Backend):
         )
 
     # -- simulate --------------------------------------------------------------------------------
-    def _simulate(
-        self, history: Trial, steps: int, future_inputs: np.ndarray | None
-    ) -> np.ndarray:
-        """(steps, d) states at dt_ * (1..steps) after the last history sample.
-
-        ODEs: integrated with inputs interpolated linearly between history.u[-1] (t = 0) and
-        future_inputs[k] (t = (k + 1) dt). Maps: x[k+1] = f(x[k], u[k]), so the first step uses
-        history.u[-1] and the last row of future_inputs is not needed.
-        """
-        if steps < 0:
-            raise UsageError(f"cannot simulate a negative number of steps ({steps})")
-        x0 = np.asarray(history.x[-1], dtype=np.float64)
-        if not np.all(np.isfinite(x0)):
-            raise DataError("the last history sample has missing or infinite values")
-        if steps == 0:
-            return np.empty((0, self.n_variables))
-        limit = BLOWUP_FACTOR * (1.0 + float(np.nanmax(np.abs(history.x))))
-        # Input knots: the last history input at t = 0, then future row k at t = k dt.
-        knots = None
-        if self.inputs_:
-            assert history.u is not None and future_inputs is not None
-            knots = np.vstack([history.u[-1:], np.asarray(future_inputs, dtype=np.float64)])
-        if self.params.discrete:
-            return self._iterate_map(x0, steps, knots, limit)
-        return self._integrate(x0, steps, knots, limit)
-
     def _rhs(self, x: np.ndarray, u: np.ndarray | None) -> np.ndarray:
         """Xi Theta(x, u) for one state x (d,) and input u (m,) or None -> (d,)."""
         z = x if u is None else np.concatenate([x, u])
         return self.coefficients_ @ self._library(z[None, :])[0]
-
-    def _iterate_map(
-        self, x0: np.ndarray, steps: int, knots: np.ndarray | None, limit: float
-    ) -> np.ndarray:
-        out = np.empty((steps, self.n_variables))
-        x = x0
-        with np.errstate(over="ignore", invalid="ignore"):
-            for k in range(steps):
-                # x[k+1] = f(x[k], u[k]); u at the current sample, i.e. knot k.
-                x = self._rhs(x, None if knots is None else knots[k])
-                if not (np.all(np.isfinite(x)) and np.max(np.abs(x)) <= limit):
-                    raise ComputationError(
-                        f"the identified sindy map diverged at step {k + 1} of {steps}; try a "
-                        "larger threshold or a smaller library"
-                    )
-                out[k] = x
-        return out
-
-    def _integrate(
-        self, x0: np.ndarray, steps: int, knots: np.ndarray | None, limit: float
-    ) -> np.ndarray:
-        from scipy.integrate import solve_ivp
-
-        dt = self.dt_
-        times = dt * np.arange(1, steps + 1)
-
-        def inputs_at(t: float) -> np.ndarray | None:
-            # Piecewise-linear between knots at 0, dt, ..., steps*dt; held constant outside.
-            if knots is None:
-                return None
-            s = min(max(t / dt, 0.0), float(steps))
-            k = min(int(s), steps - 1)
-            return knots[k] + (s - k) * (knots[k + 1] - knots[k])
-
-        def escaped(t: float, x: np.ndarray) -> float:
-            return limit - float(np.max(np.abs(x)))
-
-        escaped.terminal = True  # type: ignore[attr-defined]
-        with np.errstate(over="ignore", invalid="ignore"):
-            solution = solve_ivp(
-                lambda t, x: self._rhs(x, inputs_at(t)),
-                (0.0, float(times[-1])),
-                x0,
-                method="LSODA",  # switches to BDF when an identified model is stiff
-                t_eval=times,
-                rtol=RTOL,
-                atol=ATOL,
-                events=escaped,
-            )
-        if solution.status == 1:  # the escape event stopped the solver
-            where = solution.t_events[0][0]
-            raise ComputationError(
-                f"the identified sindy model diverged (|x| > {limit:.3g}) at t = {where:.4g} "
-                "after the last history sample; try a larger threshold or a smaller library"
-            )
-        if not solution.success or not np.all(np.isfinite(solution.y)):
-            raise ComputationError(
-                f"integrating the identified sindy model failed: {solution.message}"
-            )
-        return solution.y.T.copy()
 
     # -- state -----------------------------------------------------------------------------------
     def arrays(self) -> dict[str, np.ndarray]:
