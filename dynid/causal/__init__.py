@@ -6,6 +6,10 @@ from dynid.causal.base import CausalMethod, CausalSettings
 from dynid.causal.fdr import CORRECTIONS, adjust_pvalues
 from dynid.causal.graph import CausalGraph, Edge
 
+# Imported eagerly on purpose: binding the name here after the submodule has loaded keeps
+# ``dynid.causal.granger`` the function, whatever imports the submodule later.
+from dynid.causal.granger import granger  # noqa: E402
+
 
 def discover(data, method: str = "granger", params=None, **settings):  # type: ignore[no-untyped-def]
     """Run ``--method`` ``method`` on ``data``; ``params``: ``["key=value", ...]`` or a
@@ -16,13 +20,6 @@ def discover(data, method: str = "granger", params=None, **settings):  # type: i
     cls = registry.get(method)
     hyper = params if isinstance(params, Hyperparameters) else cls.Params.parse(list(params or []))
     return cls(hyper).discover(data, CausalSettings(**settings))
-
-
-def granger(data, **options):  # type: ignore[no-untyped-def]
-    """Conditional VAR Granger causality (see ``dynid.causal.granger.granger``)."""
-    from dynid.causal.granger import granger as run
-
-    return run(data, **options)
 
 
 __all__ = [

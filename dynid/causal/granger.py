@@ -11,15 +11,19 @@ the whole method is one QR factorisation.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+from typing import Literal
+
 import numpy as np
 from scipy import linalg, stats
 
-from dynid.causal.base import CausalMethod, CausalSettings, NoParams
+from dynid.causal.base import CausalMethod, CausalSettings
 from dynid.causal.fdr import adjust_pvalues, check_correction
 from dynid.causal.graph import CausalGraph, Edge
 from dynid.data.dataset import Dataset
 from dynid.errors import DataError, UsageError
 from dynid.models.linear_tools import lagged_design
+from dynid.params import Hyperparameters, param
 
 # Scores are -log10(p); p-values below this floor (or underflowing to 0) score the cap, 300.
 P_FLOOR = 1e-300
@@ -29,14 +33,45 @@ _NULL_WEIGHT = 1e-6
 _EXACT_FIT = 1e-20
 
 
+@dataclass(frozen=True)
+class GrangerParams(Hyperparameters):
+    """``-p`` options of ``--method granger``."""
+
+    penalty: Literal["none", "group-lasso"] = param(
+        "none",
+        "none: least-squares t/F-tests; group-lasso: sparse VAR for many variables and few "
+        "samples, significance = selected (no p-values)",
+    )
+    lam: float | None = param(
+        None,
+        "group-lasso penalty on standardised data; none = per target by 5-fold CV, 1-SE rule",
+    )
+
+    def __post_init__(self) -> None:
+        from dynid.causal.group_lasso import check_lambda
+
+        if self.lam is not None and self.penalty != "group-lasso":
+            raise ValueError("lam is only used with penalty=group-lasso")
+        check_lambda(self.lam)
+
+
 class Granger(CausalMethod):
-    """``--method granger``: conditional VAR Granger causality, t-tests per link and lag."""
+    """``--method granger``: conditional VAR Granger causality, t-tests per link and lag, or
+    with ``-p penalty=group-lasso`` the group-lasso VAR of ``dynid.causal.group_lasso``."""
 
     name = "granger"
     summary = "conditional (multivariate) VAR Granger causality: F/t-tests per link and lag"
-    Params = NoParams
+    Params = GrangerParams
 
     def discover(self, data: Dataset, settings: CausalSettings) -> CausalGraph:
+        params = self.params
+        assert isinstance(params, GrangerParams)
+        if params.penalty == "group-lasso":
+            from dynid.causal.group_lasso import group_lasso_granger
+
+            return group_lasso_granger(
+                data, max_lag=settings.max_lag, alpha=settings.alpha, lam=params.lam
+            )
         return granger(
             data, max_lag=settings.max_lag, alpha=settings.alpha, correction=settings.correction
         )
@@ -71,7 +106,8 @@ def granger(
     """
     _check_options(max_lag, alpha, correction)
     d, lags = data.n_variables, int(max_lag)
-    _check_data(data, lags)
+    # 1 + d*L coefficients per target plus at least one residual degree of freedom.
+    check_series(data, lags, d * lags + 2, f"max_lag={lags} with {d} variables")
     lagged = lagged_design([trial.x for trial in data.trials], lags, trend=False)
     design, target = lagged.regressors, lagged.targets
     n_rows = design.shape[0]
@@ -183,8 +219,13 @@ def _check_options(max_lag: int, alpha: float, correction: str) -> None:
     check_correction(correction)
 
 
-def _check_data(data: Dataset, lags: int) -> None:
-    d = data.n_variables
+def check_series(data: Dataset, lags: int, min_rows: int, need: str) -> None:
+    """DataError for data no lagged regression can use (shared by the Granger-type methods).
+
+    Missing values, fewer than ``min_rows`` regression rows (a trial of n samples gives
+    ``n - lags``), a constant column, or irregular sampling. ``need`` names what needs the rows,
+    for the message, e.g. "max_lag=5 with 4 variables".
+    """
     x, _ = data.stacked()
     for j in np.flatnonzero(~np.isfinite(x).all(axis=0)):
         raise DataError(
@@ -192,17 +233,16 @@ def _check_data(data: Dataset, lags: int) -> None:
             "choose a --nan policy that removes them"
         )
     n_rows = sum(max(trial.n_samples - lags, 0) for trial in data.trials)
-    needed = d * lags + 2  # 1 + d*L coefficients per target plus at least one residual dof
-    if n_rows < needed:
+    if n_rows < min_rows:
         if data.n_trials == 1:
             raise DataError(
-                f"{data.source}: max_lag={lags} with {d} variables needs at least "
-                f"{needed + lags} samples, got {data.n_samples}; use a smaller --max-lag"
+                f"{data.source}: {need} needs at least {min_rows + lags} samples, "
+                f"got {data.n_samples}; use a smaller --max-lag"
             )
         raise DataError(
-            f"{data.source}: max_lag={lags} with {d} variables needs at least {needed} regression "
-            f"rows (a trial of n samples gives n - {lags}), the {data.n_trials} trials give "
-            f"{n_rows}; use a smaller --max-lag or longer trials"
+            f"{data.source}: {need} needs at least {min_rows} regression rows (a trial of n "
+            f"samples gives n - {lags}), the {data.n_trials} trials give {n_rows}; use a smaller "
+            "--max-lag or longer trials"
         )
     for j in np.flatnonzero(np.all(x == x[0], axis=0)):
         raise DataError(

@@ -10,6 +10,11 @@ from dynid.errors import UsageError
 # name -> "module:Class". Adding a method is one module plus one line here.
 _METHODS: dict[str, str] = {
     "granger": "dynid.causal.granger:Granger",
+    "pcmci": "dynid.causal.pcmci:PCMCI",
+    "ccm": "dynid.causal.ccm:CCM",
+    "te": "dynid.causal.te:TransferEntropy",
+    "neural": "dynid.causal.neural:NeuralGranger",
+    "dynamic": "dynid.causal.dynamic:DynamicCausality",
 }
 
 

@@ -1,6 +1,10 @@
-"""``dynid discover-causal DATA --method NAME [--max-lag L] [--alpha A]``: who drives whom."""
+"""``dynid discover-causal DATA --method NAME [--max-lag L] [--alpha A]``: who drives whom.
 
-from typing import Annotated, Optional
+``--clusters "A=x1,x2;B=x3"`` tests links between groups of variables (granger only);
+``--dynamic-output FILE`` writes ``--method dynamic``'s strength series (.h5/.hdf5 or .json).
+"""
+
+from typing import Annotated, Any, Optional
 
 import typer
 
@@ -8,6 +12,11 @@ from dynid.cli.options import DataOptions, OutputPath, ParamsOption, RunOptions,
 from dynid.cli.output import Output
 
 FORMATS = ("json", "csv", "dot", "graphml", "text")
+# Methods --clusters works with.
+CLUSTER_METHODS = ("granger",)
+# Without --dynamic-output, strength series up to this many numbers (T' * d * d) go in the JSON.
+MAX_INLINE_DYNAMIC = 10_000
+DYNAMIC_SUFFIXES = (".h5", ".hdf5", ".json")
 
 
 def register(app: typer.Typer) -> None:
@@ -24,6 +33,8 @@ def discover_causal(
     correction: Annotated[str, typer.Option("--correction", help="Multiple-testing correction: bh (Benjamini-Hochberg FDR), bonferroni or none.")] = "bh",
     output_format: Annotated[str, typer.Option("--format", help="json, csv (edge list), dot, graphml or text [default: text on a terminal, else json].")] = "",
     list_methods: Annotated[bool, typer.Option("--list", help="List the methods and their -p options, then exit.")] = False,
+    clusters: Annotated[Optional[str], typer.Option("--clusters", help='Test links between groups of variables, e.g. "A=x1,x2;B=x3,x4" (granger only); unlisted variables are conditioned on but not shown.')] = None,
+    dynamic_output: Annotated[Optional[str], typer.Option("--dynamic-output", help="--method dynamic: write the strength series to FILE (.h5/.hdf5 or .json).")] = None,
     output: OutputPath = None,
     *,
     data: DataOptions,
@@ -45,6 +56,9 @@ def discover_causal(
         return
     if not data_files:
         raise UsageError("give DATA (a file, or '-' for stdin)")
+    if clusters is not None and method not in CLUSTER_METHODS:
+        raise UsageError(f"--clusters is supported with: {', '.join(CLUSTER_METHODS)}")
+    _check_dynamic_output(dynamic_output, method)
     cls = registry.get(method)
     hyper = cls.Params.parse(param or [])
     settings = CausalSettings(
@@ -60,8 +74,24 @@ def discover_causal(
     if chosen not in FORMATS:
         raise UsageError(f"--format {output_format}: expected one of {', '.join(FORMATS)}")
     dataset = data.load(data_files, out=out)
+    groups = None
+    if clusters is not None:
+        from dynid.causal.clusters import parse_clusters
+
+        groups = parse_clusters(clusters, dataset.variables)
     with out.status(f"running {method}"):
-        graph = cls(hyper).discover(dataset, settings)
+        if groups is not None:
+            from dynid.causal.clusters import cluster_granger
+
+            graph = cluster_granger(dataset, groups, settings)
+        else:
+            graph = cls(hyper).discover(dataset, settings)
+    if "dynamic" in graph.extra:
+        if dynamic_output:
+            _write_dynamic(dynamic_output, graph)
+            out.info(f"wrote {dynamic_output}")
+        if chosen == "json":
+            graph = _inline_dynamic(graph, out, written=bool(dynamic_output))
     if chosen == "json":
         text = json.dumps(jsonable(graph.to_json_dict()), indent=2, allow_nan=False) + "\n"
     elif chosen == "csv":
@@ -77,6 +107,65 @@ def discover_causal(
         out.info(f"wrote {output}")
     else:
         out.emit_text(text)
+
+
+def _check_dynamic_output(path: Optional[str], method: str) -> None:
+    """UsageError for --dynamic-output without --method dynamic or with an unknown suffix."""
+    from dynid.errors import UsageError
+
+    if path is None:
+        return
+    if method != "dynamic":
+        raise UsageError("--dynamic-output needs --method dynamic")
+    if not path.lower().endswith(DYNAMIC_SUFFIXES):
+        raise UsageError(f"--dynamic-output {path}: expected a {', '.join(DYNAMIC_SUFFIXES)} file")
+
+
+def _write_dynamic(path: str, graph: Any) -> None:
+    """The strength series to ``path`` atomically: HDF5 datasets ``times`` (T',), ``trial``
+    (T',), ``strength`` (T', d, d) [time][source][target] (attribute ``variables``), and the
+    file attributes ``change_points`` (JSON) and ``method``/``estimator``; or one JSON document."""
+    import json
+
+    import numpy as np
+
+    from dynid.atomic import atomic_path, write_text
+    from dynid.jsonable import jsonable
+
+    dynamic = graph.extra["dynamic"]
+    document = {"variables": list(graph.variables), "estimator": graph.extra.get("estimator"), **dynamic}
+    if path.lower().endswith(".json"):
+        write_text(path, json.dumps(jsonable(document), indent=2, allow_nan=False) + "\n")
+        return
+    import h5py
+
+    with atomic_path(path) as temp, h5py.File(temp, "w") as handle:
+        handle.create_dataset("times", data=np.asarray(dynamic["times"], dtype=float))
+        handle.create_dataset("trial", data=np.asarray(dynamic["trial"], dtype=np.int64))
+        strength = handle.create_dataset("strength", data=np.asarray(dynamic["strength"], dtype=float))
+        strength.attrs["variables"] = list(graph.variables)
+        handle.attrs["method"] = graph.method
+        handle.attrs["estimator"] = str(graph.extra.get("estimator"))
+        handle.attrs["change_points"] = json.dumps(jsonable(dynamic["change_points"]), allow_nan=False)
+
+
+def _inline_dynamic(graph: Any, out: Output, *, written: bool) -> Any:
+    """The graph with the dynamic arrays dropped from ``extra`` when they are too large for the
+    JSON output (more than ``MAX_INLINE_DYNAMIC`` numbers); a note says so unless ``written``."""
+    import dataclasses
+
+    dynamic = graph.extra["dynamic"]
+    size = int(dynamic["strength"].size)
+    if size <= MAX_INLINE_DYNAMIC:
+        return graph
+    if not written:
+        out.info(
+            f"the strength series ({size} numbers) is left out of the output; "
+            "write it with --dynamic-output FILE.h5"
+        )
+    kept = {key: value for key, value in dynamic.items() if key not in ("times", "trial", "strength")}
+    kept["n_times"] = int(dynamic["strength"].shape[0])
+    return dataclasses.replace(graph, extra={**graph.extra, "dynamic": kept})
 
 
 def _list(out: Output, registry) -> None:  # type: ignore[no-untyped-def]
@@ -101,4 +190,9 @@ def _table(graph) -> str:  # type: ignore[no-untyped-def]
     lines.append(f"{'source':>12}  {'target':<12} {'lag':>3}  {'strength':>9}  {'p (adj.)':>9}")
     for e in significant:
         lines.append(f"{e.source:>12}->{e.target:<12} {e.lag:>3}  {e.strength:>9.3g}  {e.p_value:>9.2e}")
+    changes = graph.extra.get("dynamic", {}).get("change_points", [])
+    if changes:
+        lines.append(f"{len(changes)} change point(s) in link strength:")
+        for c in changes:
+            lines.append(f"{c['source']:>12}->{c['target']:<12} at t={c['time']:g}: {c['before']:.3g} -> {c['after']:.3g}")
     return "\n".join(lines)

@@ -29,6 +29,10 @@ def fit(
     from dynid.models import registry
     from dynid.modelfile import save_model
 
+    from dynid.errors import UsageError
+
+    if out.json_mode and output == "-":
+        raise UsageError("--json and -o - both want stdout; write the model to a file")
     backend = registry.get(model)
     hyper = backend.Params.parse(param or [])
     dataset = data.load(data_files, nan_default="keep" if backend.capabilities.nan else "split", out=out)

@@ -18,6 +18,11 @@ def register(app: typer.Typer) -> None:
 def symbolic(
     data_files: Annotated[list[str], typer.Argument(metavar="DATA", help="Data files or '-' for stdin.")],
     param: ParamsOption = None,
+    library: Annotated[Optional[str], typer.Option("--library", help="Term library: auto (default: a sweep chosen per equation on held-out data) or e.g. poly3+trig, poly2*trig, trigdiff, rational, explog.")] = None,
+    terms: Annotated[Optional[str], typer.Option("--terms", help="Extra terms, comma-separated, in the variable names: 'sin(x-y), x/(1+x**2)'.")] = None,
+    derivative: Annotated[Optional[str], typer.Option("--derivative", help="auto (from the estimated noise), finite_difference, savgol, spectral, tv, spline or weak.")] = None,
+    discrete: Annotated[bool, typer.Option("--discrete", help="Identify a discrete-time map x[k+1] = f(x[k]).")] = False,
+    ensemble: Annotated[Optional[int], typer.Option("--ensemble", min=0, help="Bootstrap models for inclusion probabilities and intervals (0: none) [default: 20].")] = None,
     output_format: Annotated[str, typer.Option("--format", help="text, latex or json (--json is the same as --format json).")] = "text",
     save_model: Annotated[Optional[str], typer.Option("--save-model", help="Also write the identified model as a .dynid file.")] = None,
     output: OutputPath = None,
@@ -26,7 +31,7 @@ def symbolic(
     run: RunOptions,
     out: Output,
 ) -> None:
-    """Identify governing equations (SINDy); -p sets the sindy backend's hyperparameters."""
+    """Identify governing equations with uncertainty; -p sets any 'symbolic' model hyperparameter."""
     import json
 
     from dynid import api
@@ -40,10 +45,14 @@ def symbolic(
     chosen = "json" if out.json_mode else output_format
     if chosen not in FORMATS:
         raise UsageError(f"--format {output_format}: expected one of {', '.join(FORMATS)}")
-    hyper = registry.get("sindy").Params.parse(param or [])
+    flags = {"library": library, "terms": terms, "derivative": derivative, "ensemble": ensemble}
+    assignments = [f"{k}={v}" for k, v in flags.items() if v is not None] + list(param or [])
+    if discrete:
+        assignments.append("discrete=true")
+    hyper = registry.get("symbolic").Params.parse(assignments)
     dataset = data.load(data_files, out=out)
     with out.status("identifying equations"):
-        fitted = api.fit(dataset, "sindy", hyper, seed=run.seed, device=run.device)
+        fitted = api.fit(dataset, "symbolic", hyper, seed=run.seed, device=run.device)
     result = equations_result(fitted.model)
     if chosen == "json":
         text = json.dumps(jsonable(result), indent=2, allow_nan=False) + "\n"

@@ -13,6 +13,7 @@ _BACKENDS: dict[str, str] = {
     "dmd": "dynid.models.dmd:DMD",
     "var": "dynid.models.var:VAR",
     "sindy": "dynid.models.sindy:SINDy",
+    "symbolic": "dynid.models.symbolic:Symbolic",
 }
 
 

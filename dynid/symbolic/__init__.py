@@ -7,6 +7,7 @@
 from dynid.symbolic.expressions import (
     assign_symbols,
     build_result,
+    build_term_result,
     equations_result,
     feature_expression,
     is_plain_symbol,
@@ -16,6 +17,7 @@ from dynid.symbolic.formatting import format_latex, format_text
 __all__ = [
     "assign_symbols",
     "build_result",
+    "build_term_result",
     "equations_result",
     "feature_expression",
     "format_latex",

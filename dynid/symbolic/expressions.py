@@ -134,14 +134,75 @@ def build_result(
     var_symbols, input_symbols = assign_symbols(variables, inputs)
     coordinate_symbols = dict(zip(tokens, [*var_symbols, *input_symbols], strict=True))
     terms = [str(feature_expression(f, coordinate_symbols)) for f in feature_names]
+    return _assemble(
+        variables, inputs, terms, list(feature_names), coefficients, discrete=discrete, metrics=metrics
+    )
+
+
+def build_term_result(
+    variables: Sequence[str],
+    inputs: Sequence[str],
+    expressions: Sequence[str],
+    coefficients: np.ndarray,
+    *,
+    discrete: bool = False,
+    metrics: Mapping[str, Any] | None = None,
+    term_details: Sequence[Sequence[Mapping[str, Any]]] | None = None,
+) -> dict[str, Any]:
+    """``build_result`` for terms given as expressions over coordinates x0.., u0.. (as the
+    ``dynid.symbolic.library`` term sets write them, constants substituted).
+
+    term_details: per equation, per term (same order as ``expressions``) extra JSON fields for
+    the term entry, e.g. ``inclusion_probability`` and ``interval`` (only nonzero terms are used).
+    """
+    import sympy
+
+    from dynid.symbolic.user_terms import parse_coordinate_expression
+
+    coefficients = np.asarray(coefficients, dtype=float)
+    var_symbols, input_symbols = assign_symbols(variables, inputs)
+    tokens = default_coordinates(len(variables), len(inputs))
+    substitution = {
+        sympy.Symbol(token): sympy.Symbol(symbol)
+        for token, symbol in zip(tokens, [*var_symbols, *input_symbols], strict=True)
+    }
+    terms = [
+        str(parse_coordinate_expression(e, len(variables), len(inputs)).xreplace(substitution))
+        for e in expressions
+    ]
+    return _assemble(
+        variables, inputs, terms, list(expressions), coefficients,
+        discrete=discrete, metrics=metrics, term_details=term_details,
+    )
+
+
+def _assemble(
+    variables: Sequence[str],
+    inputs: Sequence[str],
+    terms: list[str],
+    features: list[str],
+    coefficients: np.ndarray,
+    *,
+    discrete: bool,
+    metrics: Mapping[str, Any] | None,
+    term_details: Sequence[Sequence[Mapping[str, Any]]] | None = None,
+) -> dict[str, Any]:
+    """The result dict from terms already written in the output symbols (``terms``)."""
+    var_symbols, input_symbols = assign_symbols(variables, inputs)
     equations = []
-    for lhs, row in zip(var_symbols, coefficients, strict=True):
-        kept = [(terms[k], float(row[k]), feature_names[k]) for k in np.flatnonzero(row)]
+    for i, (lhs, row) in enumerate(zip(var_symbols, coefficients, strict=True)):
+        kept = np.flatnonzero(row)
+        entries = []
+        for k in kept:
+            entry = {"term": terms[k], "coefficient": float(row[k]), "feature": features[k]}
+            if term_details is not None:
+                entry.update(term_details[i][k])
+            entries.append(entry)
         equations.append(
             {
                 "lhs": lhs,
-                "rhs": _join_rhs([(term, c) for term, c, _ in kept]),
-                "terms": [{"term": t, "coefficient": c, "feature": f} for t, c, f in kept],
+                "rhs": _join_rhs([(terms[k], float(row[k])) for k in kept]),
+                "terms": entries,
             }
         )
     return {
@@ -155,11 +216,13 @@ def build_result(
 
 
 def equations_result(model: Any) -> dict[str, Any]:
-    """``build_result`` for a fitted SINDy-type backend.
-
-    Reads ``variables_``, ``inputs_``, ``feature_names_``, ``coefficients_`` (d, n_features),
+    """The result of a fitted equation backend: its own ``equations_result()`` when it has one
+    (the ``symbolic`` backend), else ``build_result`` from a SINDy-type backend's
+    ``variables_``, ``inputs_``, ``feature_names_``, ``coefficients_`` (d, n_features),
     ``discrete_`` and ``metrics_``.
     """
+    if hasattr(model, "equations_result"):
+        return model.equations_result()
     return build_result(
         model.variables_,
         model.inputs_,

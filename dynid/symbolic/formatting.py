@@ -18,8 +18,25 @@ def format_text(result: dict[str, Any]) -> str:
         lhs = f"{equation['lhs']}[k+1]" if discrete else f"d{equation['lhs']}/dt"
         pieces = [(_text_term(t["term"]), t["coefficient"]) for t in equation["terms"]]
         lines.append(f"{lhs} = {_join(pieces, _number_text, ' ')}")
+        lines += _uncertainty_lines(equation["terms"])
     lines += _symbol_notes(result, "where {symbol} = {name}")
     return "\n".join(lines) + "\n"
+
+
+def _uncertainty_lines(terms: list[dict[str, Any]]) -> list[str]:
+    """"    x   -9.99988  95% [-10.0001, -9.9996]  inclusion 1.00" per term, when the result has
+    bootstrap uncertainty."""
+    lines = []
+    for term in terms:
+        if "inclusion_probability" not in term:
+            continue
+        low, high = term["interval"]
+        lines.append(
+            f"    {_text_term(term['term']):<14} {_number_text(term['coefficient']):>11}"
+            f"  95% [{_number_text(low)}, {_number_text(high)}]"
+            f"  inclusion {term['inclusion_probability']:.2f}"
+        )
+    return lines
 
 
 def format_latex(result: dict[str, Any]) -> str:

@@ -1,0 +1,509 @@
+"""Neural Granger causality: the component-wise MLP (cMLP) of Tank, Covert, Foti, Shojaie & Fox,
+"Neural Granger Causality", IEEE TPAMI 44(8), 2021.
+
+Each target ``i`` gets its own one-hidden-layer ReLU network fed with the lags
+``x_j(t-1), ..., x_j(t-L)`` of every variable (standardised to zero mean and unit variance):
+
+    y_i(t) ~ w2_i . relu(sum_{j,k} W_i[:, j, k-1] x_j(t-k) + b1_i) + b2_i,     W_i (H, d, L)
+
+``x_j`` Granger-causes ``x_i`` iff ``W_i[:, j, :]`` is nonzero: the first layer is the only way
+in. The network predicts the one-step change ``y_i(t) = x_i(t) - x_i(t-1)`` over its standard
+deviation rather than ``x_i(t)`` itself: with ``x_i(t-1)`` among the inputs this carries the same
+Granger information, but for finely sampled flows ``x_i(t) ~ x_i(t-1)`` would otherwise swamp the
+loss (and a network with every input pruned then predicts "no change", not the mean). Training
+minimises, for every target,
+
+    MSE_i + lam_ridge ||w2_i||^2 + lam * sum_j sum_{k=1..L} ||W_i[:, j, k-1:]||_F
+
+a hierarchical group lasso (nested groups: lags k..L of source j) that zeroes whole sources and,
+within a source, every lag beyond its last useful one. As in Tank et al. the target's own lags are
+penalised too (leaving them free lets the network build proxies for the other sources out of its
+own history); self-links are still not reported as edges. The ridge on the output layer stops the
+network from evading the penalty by shrinking W and growing w2.
+
+The penalty is applied by proximal gradient, so groups become exactly zero: GISTA (Gong et al.,
+ICML 2013), a gradient step on the smooth part then the closed-form prox, which for nested groups
+is the group soft-threshold applied from the innermost group (lag L alone) outwards (Jenatton et
+al., JMLR 12, 2011), with Barzilai-Borwein steps and a non-monotone backtracking line search. All
+d networks train at once as one batched model, each with its own step size.
+
+Choosing lam (``lam = None``): the last 20% of each trial is held out. lam rises geometrically
+from ``LAMBDA_START`` (x2 per step, each fit warm-started from the previous one) until every
+network has pruned all its inputs or none can improve. The penalised fit's validation error only
+grows with lam (its weights shrink), so each support is judged by a relaxed fit (Meinshausen,
+CSDA 52, 2007): the same network refitted without the penalty on that support alone. Each
+target takes the largest lam whose relaxed validation MSE is within one standard error of the
+smallest (the 1-SE rule, favouring the sparser network); the networks are then refitted on all
+the data at their lam.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from dynid.causal.base import CausalMethod, CausalSettings
+from dynid.causal.granger import check_series
+from dynid.causal.graph import CausalGraph
+from dynid.causal.group_lasso import support_graph
+from dynid.data.dataset import Dataset
+from dynid.errors import ComputationError, ResourceUnavailable
+from dynid.models.linear_tools import lagged_design
+from dynid.params import Hyperparameters, param
+
+if TYPE_CHECKING:
+    import torch
+
+P_VALUES_UNAVAILABLE = "not available: significance is the group-lasso support"
+LAMBDA_RULE = (
+    "largest lambda whose relaxed (unpenalised, support-only) refit is within one standard error "
+    "of the smallest validation MSE on the last 20% of each trial, per target; then refit on all "
+    "data"
+)
+# The lam path in standardised units (the loss is the MSE of unit-variance targets).
+LAMBDA_START = 0.01
+LAMBDA_FACTOR = 2.0
+MAX_LAMBDAS = 14
+VALIDATION_FRACTION = 0.2
+# GISTA: compare with the worst of the last few objectives (non-monotone), sufficient decrease.
+_MEMORY = 5
+_SIGMA = 1e-5
+_MAX_BACKTRACKS = 30
+_STEP_RANGE = (1e-6, 1e3)
+# Convergence is judged on the objective's change over this many iterations.
+_WINDOW = 10
+
+
+@dataclass(frozen=True)
+class NeuralParams(Hyperparameters):
+    """``-p`` options of ``--method neural``."""
+
+    hidden: int = param(16, "hidden ReLU units per target network")
+    lam: float | None = param(
+        None, "hierarchical group-lasso penalty; none = choose per target on a held-out 20%"
+    )
+    lam_ridge: float = param(1e-2, "ridge penalty on the output layer's weights")
+    lr: float = param(0.1, "first proximal-gradient step (Barzilai-Borwein steps follow)")
+    max_iter: int = param(300, "most proximal-gradient iterations per fit (per lam on the path)")
+    tolerance: float = param(
+        1e-4, "stop a fit once no network's objective changes by more than this fraction "
+        "over 10 iterations"
+    )
+
+    def __post_init__(self) -> None:
+        if self.hidden < 1:
+            raise ValueError(f"hidden must be >= 1, got {self.hidden}")
+        if self.max_iter < 1:
+            raise ValueError(f"max_iter must be >= 1, got {self.max_iter}")
+        if self.lam is not None and not (math.isfinite(self.lam) and self.lam > 0):
+            raise ValueError(f"lam must be > 0 (or none, to choose it), got {self.lam}")
+        if not (math.isfinite(self.lam_ridge) and self.lam_ridge >= 0):
+            raise ValueError(f"lam_ridge must be >= 0, got {self.lam_ridge}")
+        for name in ("lr", "tolerance"):
+            value = getattr(self, name)
+            if not (math.isfinite(value) and value > 0):
+                raise ValueError(f"{name} must be > 0, got {value}")
+
+
+class NeuralGranger(CausalMethod):
+    """``--method neural``: component-wise MLP Granger causality with a hierarchical lag penalty.
+
+    Edges (source != target, lag 1..max_lag): ``strength`` is the norm of the first-layer
+    weights of that source and lag in the target's network (standardised inputs; >= 0),
+    ``significant`` says it is nonzero, ``p_value`` is NaN (null in JSON): significance is the
+    penalty's support, not a test. ``score_matrix``: the norm over all lags; ``adjacency``: any
+    lag nonzero. ``alpha`` and ``correction`` are not used.
+    """
+
+    name = "neural"
+    summary = "neural Granger causality (cMLP, Tank et al. 2021): sparse per-target MLPs, torch"
+    Params = NeuralParams
+    cuda = True
+
+    def discover(self, data: Dataset, settings: CausalSettings) -> CausalGraph:
+        params = self.params
+        assert isinstance(params, NeuralParams)
+        lags = settings.max_lag
+        # A held-out fifth needs rows enough to rank supports: 50 in all at the least.
+        check_series(data, lags, 50, f"neural Granger (max_lag={lags})")
+        fit = fit_cmlp([trial.x for trial in data.trials], lags, params, seed=settings.seed,
+                       device=settings.device)
+        extra: dict[str, Any] = {
+            "lambda_rule": "given" if params.lam is not None else LAMBDA_RULE,
+            "lambda": fit.lam,
+            "strength_kind": "first_layer_weight_norm",
+            "weight_norm": fit.weight_norm,
+            "seed": fit.seed,
+            "device": settings.device,
+            "hyperparameters": params.to_dict(),
+            "iterations": fit.iterations,
+            "dt": data.dt,
+        }
+        if fit.path is not None:
+            extra["path"] = fit.path
+        cross = ~np.eye(data.n_variables, dtype=bool)[:, :, None]
+        lag_norms = np.where(cross, fit.weight_norm, 0.0)
+        return support_graph(data.variables, self.name, lags, settings.alpha, lag_norms,
+                             lag_norms > 0, fit.source_norm, P_VALUES_UNAVAILABLE, extra)
+
+
+@dataclass(frozen=True)
+class CMLPFit:
+    """A trained cMLP, as norms of its first layer (standardised units).
+
+    ``weight_norm`` (d, d, L) ``[source][target][lag - 1]``: ``||W_target[:, source, lag - 1]||``,
+    the diagonal holding the self-lags; ``source_norm`` (d, d): the norm over lags, 0 on the
+    diagonal; ``lam`` (d,): the penalty of each target's network; ``seed``: the one used;
+    ``iterations``: proximal-gradient iterations in all. ``path`` (None when lam was given):
+    ``lambda`` (K,), and per path point and target (K, d) ``validation_mse`` and
+    ``validation_se`` of the relaxed fits (units of each target's variance) and ``n_active``,
+    the sources kept (self included).
+    """
+
+    weight_norm: np.ndarray
+    source_norm: np.ndarray
+    lam: np.ndarray
+    seed: int
+    iterations: int
+    path: dict[str, np.ndarray] | None = None
+
+
+def fit_cmlp(
+    trials_x: list[np.ndarray], max_lag: int, params: NeuralParams, *, seed: int | None = None,
+    device: str = "cpu",
+) -> CMLPFit:
+    """Train the cMLP of the module docstring on trials (n_i, d); lam as it describes.
+
+    ``seed`` fixes the initial weights (None: a fresh seed, returned in the result); with it,
+    results on the CPU repeat exactly. ``device``: "cpu" or "cuda".
+    """
+    import torch
+
+    if seed is None:
+        seed = int(np.random.SeedSequence().entropy % 2**63)
+    dev = _device(device)
+    lags = int(max_lag)
+    scales = _scales(trials_x)
+    x, y = _rows(trials_x, lags, scales, dev)
+    model = _Stack.initial(x.shape[1], params.hidden, lags, torch.Generator().manual_seed(seed))
+    model = model.to(dev)
+    trainer = _Trainer(params)
+    if params.lam is not None:
+        lam = np.full(model.d, float(params.lam))
+        iterations = trainer.fit(model, x, y, lam)
+        return _result(model, lam, seed, iterations)
+    fit_part, validation = _split(trials_x, lags, scales, dev)
+    path, snapshots, iterations = _lambda_path(trainer, model, fit_part, validation)
+    chosen = _one_standard_error(path["validation_mse"], path["validation_se"])
+    lam = path["lambda"][chosen]
+    model = _Stack.select(snapshots, chosen)
+    iterations += trainer.fit(model, x, y, lam)
+    return _result(model, lam, seed, iterations, path)
+
+
+def _device(name: str) -> torch.device:
+    import torch
+
+    try:
+        device = torch.device(name)
+        torch.zeros(1, device=device)
+    except (RuntimeError, AssertionError) as exc:
+        raise ResourceUnavailable(f"--device {name}: torch cannot use it ({exc})") from exc
+    return device
+
+
+# -- data ------------------------------------------------------------------------------------------
+def _scales(trials_x: list[np.ndarray]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Per variable (d,): mean and standard deviation of the samples, and standard deviation of
+    the one-step changes within trials."""
+    stacked = np.vstack(trials_x)
+    steps = np.vstack([np.diff(x, axis=0) for x in trials_x])
+    return stacked.mean(axis=0), stacked.std(axis=0), steps.std(axis=0)
+
+
+def _rows(
+    trials_x: list[np.ndarray], lags: int, scales: tuple[np.ndarray, ...], device: torch.device
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Inputs (N, d, L) ``[row, source, lag - 1]``, standardised samples, and targets (N, d),
+    the changes ``x(t) - x(t-1)`` over their standard deviation (``scales`` from ``_scales``)."""
+    import torch
+
+    mean, std, step_std = scales
+    design = lagged_design([(x - mean) / std for x in trials_x], lags, trend=False)
+    n, d = design.targets.shape
+    inputs = design.regressors.reshape(n, lags, d).transpose(0, 2, 1)
+    targets = (design.targets - design.regressors[:, :d]) * (std / step_std)
+    return tuple(  # type: ignore[return-value]
+        torch.as_tensor(np.ascontiguousarray(a), dtype=torch.float32, device=device)
+        for a in (inputs, targets)
+    )
+
+
+def _split(trials_x, lags, scales, device):  # type: ignore[no-untyped-def]
+    """(fit rows, validation rows): validation targets are the last 20% of each trial (their lags
+    may reach back into the fitted part); both scaled like the whole data."""
+    head, tail = [], []
+    for x in trials_x:
+        cut = x.shape[0] - max(int(round(VALIDATION_FRACTION * x.shape[0])), 1)
+        if cut > lags:
+            head.append(x[:cut])
+        tail.append(x[max(cut - lags, 0) :])
+    return _rows(head, lags, scales, device), _rows(tail, lags, scales, device)
+
+
+# -- the batched model -----------------------------------------------------------------------------
+@dataclass
+class _Stack:
+    """d one-hidden-layer networks as stacked tensors, the leading axis the target network.
+
+    w1 (d, H, d, L) ``[target, hidden, source, lag - 1]``; b1 (d, H); w2 (d, H); b2 (d,).
+    """
+
+    w1: torch.Tensor
+    b1: torch.Tensor
+    w2: torch.Tensor
+    b2: torch.Tensor
+
+    @classmethod
+    def initial(cls, d: int, hidden: int, lags: int, generator: torch.Generator) -> _Stack:
+        """PyTorch's default Linear initialisation, U(+-1/sqrt(fan_in)), drawn on the CPU so that
+        a seed gives the same start on every device."""
+        import torch
+
+        def uniform(shape: tuple[int, ...], fan_in: int) -> torch.Tensor:
+            return (torch.rand(shape, generator=generator) * 2.0 - 1.0) / math.sqrt(fan_in)
+
+        return cls(uniform((d, hidden, d, lags), d * lags), uniform((d, hidden), d * lags),
+                   uniform((d, hidden), hidden), uniform((d,), hidden))
+
+    @property
+    def d(self) -> int:
+        return int(self.w1.shape[0])
+
+    @property
+    def tensors(self) -> list[torch.Tensor]:
+        return [self.w1, self.b1, self.w2, self.b2]
+
+    def to(self, device: torch.device) -> _Stack:
+        return _Stack(*(t.to(device) for t in self.tensors))
+
+    def clone(self) -> _Stack:
+        return _Stack(*(t.detach().clone() for t in self.tensors))
+
+    @classmethod
+    def select(cls, snapshots: list[_Stack], chosen: np.ndarray) -> _Stack:
+        """The stack whose network i is network i of ``snapshots[chosen[i]]``."""
+        import torch
+
+        device = snapshots[0].w1.device
+        index = torch.as_tensor(chosen, device=device)
+        targets = torch.arange(len(chosen), device=device)
+        return cls(*(torch.stack(versions)[index, targets]
+                     for versions in zip(*(s.tensors for s in snapshots))))
+
+    def predict(self, x: torch.Tensor) -> torch.Tensor:
+        """x (N, d, L) -> (N, d): every target's network at once, one matrix product for all
+        first layers."""
+        import torch
+
+        d, hidden = self.w1.shape[:2]
+        pre = torch.addmm(self.b1.reshape(-1), x.reshape(x.shape[0], -1),
+                          self.w1.reshape(d * hidden, -1).T)
+        h = torch.relu(pre).reshape(-1, d, hidden)
+        return (h * self.w2).sum(dim=2) + self.b2
+
+    def source_norms(self) -> torch.Tensor:
+        """(d, d) ``[target, source]``: the norm of each source's first-layer weights."""
+        return self.w1.pow(2).sum(dim=(1, 3)).sqrt()
+
+
+def _nested_norms(w1: torch.Tensor) -> torch.Tensor:
+    """(d, d, L) ``[target, source, k]``: the norms of the nested groups ``W[:, j, k:]``."""
+    import torch
+
+    squares = w1.pow(2).sum(dim=1)  # (target, source, lag)
+    return torch.flip(torch.cumsum(torch.flip(squares, [2]), dim=2), [2]).sqrt()
+
+
+def _prox(w1: torch.Tensor, threshold: torch.Tensor, allowed: torch.Tensor) -> torch.Tensor:
+    """The prox of ``threshold_i * sum_{j,k} ||W_i[:, j, k:]||`` for w1 (d, H, d, L), with the
+    sources outside ``allowed`` (d, d) [target, source] set to zero.
+
+    For nested groups it is the composition of the groups' soft-thresholds, innermost first
+    (Jenatton et al. 2011): lag L alone, then lags L-1..L, ..., then all lags.
+    """
+    import torch
+
+    out = w1 * allowed[:, None, :, None]
+    shrink = threshold[:, None, None, None]
+    if not bool((threshold > 0).any()):
+        return out
+    for k in range(w1.shape[3] - 1, -1, -1):
+        group = out[..., k:]
+        norm = group.pow(2).sum(dim=(1, 3), keepdim=True).sqrt()
+        out[..., k:] = group * torch.clamp(1.0 - shrink / norm.clamp(min=1e-30), min=0.0)
+    return out
+
+
+# -- training --------------------------------------------------------------------------------------
+class _Trainer:
+    """GISTA on all target networks at once, each with its own step size and line search."""
+
+    def __init__(self, params: NeuralParams):
+        self.params = params
+
+    def _smooth(self, tensors: list[torch.Tensor], x: torch.Tensor, y: torch.Tensor
+                ) -> torch.Tensor:
+        """(d,) per target: MSE plus the output-layer ridge."""
+        model = _Stack(*tensors)
+        residual = model.predict(x) - y
+        return residual.pow(2).mean(dim=0) + self.params.lam_ridge * model.w2.pow(2).sum(dim=1)
+
+    def fit(self, model: _Stack, x: torch.Tensor, y: torch.Tensor, lam: np.ndarray,
+            allowed: np.ndarray | None = None) -> int:
+        """Train ``model`` in place with penalties lam (d,), only on the ``allowed`` (d, d)
+        [target, source] inputs (default all); returns the iterations used."""
+        import torch
+
+        d = model.d
+        lam_t = torch.as_tensor(np.asarray(lam, dtype=np.float32), device=x.device)
+        mask = torch.as_tensor(np.ones((d, d)) if allowed is None else allowed,
+                               dtype=x.dtype, device=x.device)
+
+        def per_target(tensors: list[torch.Tensor]) -> torch.Tensor:
+            return sum(t.reshape(d, -1).sum(dim=1) for t in tensors)  # type: ignore[return-value]
+
+        def objective(smooth: torch.Tensor, w1: torch.Tensor) -> torch.Tensor:
+            return smooth.detach() + lam_t * _nested_norms(w1.detach()).sum(dim=(1, 2))
+
+        params = [t.detach().clone().requires_grad_(True) for t in model.tensors]
+        with torch.no_grad():
+            params[0].mul_(mask[:, None, :, None])
+        smooth = self._smooth(params, x, y)
+        grads = torch.autograd.grad(smooth.sum(), params)
+        history = [objective(smooth, params[0])]
+        step = torch.full((d,), self.params.lr, dtype=x.dtype, device=x.device)
+        iteration = 0
+        for iteration in range(1, self.params.max_iter + 1):
+            reference = torch.stack(history[-_MEMORY:]).max(dim=0).values
+            for _ in range(_MAX_BACKTRACKS):
+                with torch.no_grad():
+                    trial = [p - step.reshape((d,) + (1,) * (p.dim() - 1)) * g
+                             for p, g in zip(params, grads)]
+                    trial[0] = _prox(trial[0], step * lam_t, mask)
+                    moved = per_target([(a - b).pow(2) for a, b in zip(trial, params)])
+                trial = [t.requires_grad_(True) for t in trial]
+                trial_smooth = self._smooth(trial, x, y)
+                trial_objective = objective(trial_smooth, trial[0])
+                accepted = trial_objective <= reference - _SIGMA / (2.0 * step) * moved
+                if bool(accepted.all()):
+                    break
+                step = torch.where(accepted, step, step * 0.5)
+            if not bool(torch.isfinite(trial_objective).all()):
+                raise ComputationError("neural Granger training diverged; try a smaller -p lr")
+            trial_grads = torch.autograd.grad(trial_smooth.sum(), trial)
+            step = _barzilai_borwein(trial, params, trial_grads, grads, per_target)
+            params, grads = trial, trial_grads
+            history.append(trial_objective)
+            if iteration % _WINDOW == 0 and _converged(history, self.params.tolerance):
+                break
+        with torch.no_grad():
+            for target, value in zip(model.tensors, params):
+                target.copy_(value)
+        return iteration
+
+
+def _barzilai_borwein(new, old, new_grads, old_grads, per_target):  # type: ignore[no-untyped-def]
+    """(d,) the BB1 step <s, s> / <s, g'-g> per target, clipped to ``_STEP_RANGE`` (the largest
+    where the curvature is not positive)."""
+    import torch
+
+    with torch.no_grad():
+        s = [a - b for a, b in zip(new, old)]
+        curvature = per_target([u * (a - b) for u, a, b in zip(s, new_grads, old_grads)])
+        length = per_target([u * u for u in s])
+        low, high = _STEP_RANGE
+        bb = length / curvature.clamp(min=1e-30)
+        return torch.where(curvature > 0, bb, torch.full_like(bb, high)).clamp(low, high)
+
+
+def _converged(history: list[torch.Tensor], tolerance: float) -> bool:
+    if len(history) <= _WINDOW:
+        return False
+    now, before = history[-1], history[-1 - _WINDOW]
+    return bool(((before - now).abs() <= tolerance * now.abs().clamp(min=1e-12)).all())
+
+
+def _lambda_path(trainer: _Trainer, model: _Stack, fit_part, validation):  # type: ignore[no-untyped-def]
+    """Fit along the rising lam path (``model`` is warm-started and ends at the last point).
+
+    Returns the path record (see ``CMLPFit.path``), the penalised snapshot per point and the
+    iterations used. Stops once every target has pruned all inputs or has a relaxed validation
+    error beyond its 1-SE threshold (larger lam only prunes more).
+    """
+    import torch
+
+    x_fit, y_fit = fit_part
+    x_val, y_val = validation
+    d = model.d
+    lambdas: list[float] = []
+    mse: list[np.ndarray] = []
+    se: list[np.ndarray] = []
+    active: list[np.ndarray] = []
+    snapshots: list[_Stack] = []
+    iterations = 0
+    relaxed_cache: dict[bytes, tuple[np.ndarray, np.ndarray]] = {}
+    for k in range(MAX_LAMBDAS):
+        lam = LAMBDA_START * LAMBDA_FACTOR**k
+        iterations += trainer.fit(model, x_fit, y_fit, np.full(d, lam))
+        support = (model.source_norms() > 0).cpu().numpy()
+        # A support seen before has the same relaxed fit: reuse its errors.
+        key = support.tobytes()
+        if key not in relaxed_cache:
+            relaxed = model.clone()
+            iterations += trainer.fit(relaxed, x_fit, y_fit, np.zeros(d), allowed=support)
+            with torch.no_grad():
+                squared = (relaxed.predict(x_val) - y_val).pow(2).cpu().numpy().astype(float)
+            relaxed_cache[key] = (squared.mean(axis=0),
+                                  squared.std(axis=0) / math.sqrt(squared.shape[0]))
+        lambdas.append(lam)
+        mse.append(relaxed_cache[key][0])
+        se.append(relaxed_cache[key][1])
+        active.append(support.sum(axis=1))
+        snapshots.append(model.clone())
+        error, spread = np.array(mse), np.array(se)
+        targets = np.arange(d)
+        best = np.argmin(error, axis=0)
+        beyond = error[-1] > error[best, targets] + spread[best, targets]
+        if np.all((active[-1] == 0) | beyond):
+            break
+    path = {"lambda": np.array(lambdas), "validation_mse": np.array(mse),
+            "validation_se": np.array(se), "n_active": np.array(active)}
+    return path, snapshots, iterations
+
+
+def _one_standard_error(error: np.ndarray, se: np.ndarray) -> np.ndarray:
+    """(d,) per target the last path index (largest lam) whose error (K, d) is within one
+    standard error of the target's smallest."""
+    targets = np.arange(error.shape[1])
+    best = np.argmin(error, axis=0)
+    within = error <= (error[best, targets] + se[best, targets])[None, :]
+    return error.shape[0] - 1 - np.argmax(within[::-1], axis=0)
+
+
+def _result(model: _Stack, lam: np.ndarray, seed: int, iterations: int,
+            path: dict[str, np.ndarray] | None = None) -> CMLPFit:
+    """The first layer's norms as ``[source][target]`` arrays."""
+    import torch
+
+    with torch.no_grad():
+        per_lag = model.w1.pow(2).sum(dim=1).sqrt().cpu().numpy().astype(float)
+    weight_norm = per_lag.transpose(1, 0, 2)  # (target, source, lag) -> (source, target, lag)
+    source_norm = np.sqrt(np.sum(weight_norm**2, axis=2))
+    np.fill_diagonal(source_norm, 0.0)
+    return CMLPFit(weight_norm=weight_norm, source_norm=source_norm,
+                   lam=np.asarray(lam, dtype=float), seed=seed, iterations=int(iterations),
+                   path=path)

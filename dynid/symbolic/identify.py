@@ -1,0 +1,484 @@
+"""Governing equations without hand tuning: the ``dynid symbolic`` pipeline.
+
+1. Regression rows. Continuous time: the noise level of each variable is estimated from the data
+   (``noise.estimate_noise``); below ``WEAK_FORM_NOISE`` (relative to the signal) the targets
+   are derivatives from the method ``derivatives.choose_method`` picks for that noise and the
+   library is evaluated on the correspondingly smoothed states; above it the weak (integral)
+   form is used, which never differentiates the data. Discrete time (maps): targets x[k+1],
+   library at x[k].
+2. Candidate libraries of growing richness (``AUTO_LIBRARIES``, plus user terms in each), each
+   scored per equation by ``selection.select``: the STLSQ path and exact best subsets, chosen by
+   AICc (or BIC) on held-out contiguous blocks of rows. Across libraries the lowest held-out
+   criterion wins, so a richer library is used only when it predicts held-out rows better.
+3. The chosen support is refitted on all rows; constants inside nonlinear terms (x/(c + x)) are
+   refined by nonlinear least squares (``refine.refine_constants``).
+4. Uncertainty: a moving-block bootstrap ensemble repeats the whole selection on each bag
+   (E-SINDy), giving every term an inclusion probability and a coefficient interval.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from dynid.data.dataset import Dataset
+from dynid.errors import DataError, UsageError
+
+# Libraries tried by library="auto", as parse_library_spec strings, simplest first.
+AUTO_LIBRARIES = (
+    "poly1", "poly2", "poly3", "poly2+trig", "poly1+trigdiff", "poly1+rational", "poly1+explog"
+)
+# Rounds of select -> refine constants -> select again for libraries with constants.
+REFINE_ROUNDS = 3
+# Relative noise (noise std / signal std, largest over variables) above which the weak form is used.
+WEAK_FORM_NOISE = 0.02
+# Held-out share of the rows, in this many interleaved contiguous blocks per trial.
+VALIDATION_FRACTION = 0.2
+VALIDATION_BLOCKS = 3
+# The Richardson estimate of a finite difference's truncation error is itself approximate; the
+# floor under the selection criterion is this multiple of it, so that terms fitting the
+# derivative's systematic error (not the dynamics) never pay off.
+TRUNCATION_MARGIN = 2.0
+# Rows of a trial's strong-form regression lost at each validation boundary (derivative stencils).
+BOUNDARY_GAP = 3
+
+
+@dataclass(frozen=True)
+class SymbolicOptions:
+    """What ``identify`` does; every field has a default that needs no tuning.
+
+    library: "auto" or a spec such as "poly3+trig" (see ``library.parse_library_spec``);
+    terms: extra user terms as comma-separated expressions in the variable names;
+    derivative: "auto", a method of ``derivatives.METHODS``, or "weak";
+    criterion: "aicc" or "bic"; max_terms: cap on terms per equation (None: no cap);
+    ensemble: bootstrap models for uncertainty (0: none); discrete: x[k+1] = f(x[k], u[k]);
+    refine: refine constants inside nonlinear terms; seed: for the bootstrap.
+    """
+
+    library: str = "auto"
+    terms: str = ""
+    derivative: str = "auto"
+    criterion: str = "aicc"
+    max_terms: int | None = None
+    ensemble: int = 20
+    discrete: bool = False
+    refine: bool = True
+    seed: int | None = None
+
+
+@dataclass
+class EquationResult:
+    """One identified equation over the final term list (see ``Identification``)."""
+
+    library: str
+    criterion: float
+    validation_r2: float
+    pareto: list[dict[str, Any]]
+    inclusion_probability: np.ndarray | None = None
+    interval: np.ndarray | None = None  # (P, 2) low, high
+
+
+@dataclass
+class Identification:
+    """The identified model: ``coefficients`` (d, P) over ``termset`` (P terms, coordinates
+    x0.., u0.., constants substituted), so d x/dt (or x[k+1]) = coefficients @ Theta(x, u)."""
+
+    termset: Any
+    coefficients: np.ndarray
+    equations: list[EquationResult]
+    metrics: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass
+class _Candidate:
+    """A library evaluated on the regression rows: theta (N, p); usable: finite columns."""
+
+    spec: str
+    termset: Any
+    theta: np.ndarray
+    usable: np.ndarray
+
+
+@dataclass
+class _Choice:
+    """The selected support of one equation in one library (coef over the library's columns)."""
+
+    candidate: _Candidate
+    support: np.ndarray
+    coef: np.ndarray
+    selection: Any
+    columns: np.ndarray
+
+    @property
+    def termset(self) -> Any:
+        return self.candidate.termset
+
+
+@dataclass
+class _Rows:
+    """Regression rows of all trials: targets (N, d), the data the library is evaluated on
+    (states (n, d), inputs (n, m) or None), and how rows relate to those samples."""
+
+    targets: np.ndarray
+    states: np.ndarray
+    inputs: np.ndarray | None
+    rows_per_trial: list[int]
+    weights: Any  # None (rows = samples) or a (N, n) sparse integration operator (weak form)
+    formulation: str
+    details: dict[str, Any]
+    target_error: np.ndarray  # (d,) RMS systematic error of the targets (see selection.select)
+
+    def theta(self, termset: Any) -> np.ndarray:
+        values = termset.evaluate(self.states, self.inputs)
+        return values if self.weights is None else self.weights @ values
+
+
+def identify(data: Dataset, options: SymbolicOptions = SymbolicOptions()) -> Identification:
+    """Identify governing equations in ``data`` (see the module docstring for the method)."""
+    from dynid.symbolic.library import TermSet
+
+    _check_options(options)
+    rows = _regression_rows(data, options)
+    train, val = _split(rows, options)
+    user = _user_library(data, options)
+    candidates = []
+    for spec in _library_specs(options):
+        termset = _build_termset(spec, user, data, rows)
+        theta = rows.theta(termset)
+        usable = np.all(np.isfinite(theta), axis=0)
+        candidates.append(_Candidate(spec, termset, theta, usable))
+    d = data.n_variables
+    chosen = [_best_equation(i, candidates, rows, train, val, options) for i in range(d)]
+
+    # Final term list: every equation's selected terms, constants substituted, deduplicated.
+    expressions: dict[str, int] = {}
+    placed = []  # per equation: {library column -> final column}, refitted coefficients
+    for i, choice in enumerate(chosen):
+        coef, constants = _refit(i, choice, rows, options)
+        mapping = {}
+        for k in np.flatnonzero(choice.support):
+            expression = choice.termset.expression(int(k), constants)
+            mapping[int(k)] = expressions.setdefault(expression, len(expressions))
+        placed.append((mapping, coef))
+    final = TermSet([_plain_term(e) for e in expressions], data.n_variables, data.n_inputs)
+    coefficients = np.zeros((d, len(final)))
+    for i, (mapping, coef) in enumerate(placed):
+        for k, column in mapping.items():
+            coefficients[i, column] = coef[k]
+
+    theta_val = rows.theta(final)[val] if len(final) else np.zeros((int(val.sum()), 0))
+    equations = []
+    for i, (choice, (mapping, _)) in enumerate(zip(chosen, placed)):
+        ensemble = _ensemble(choice, rows.targets[:, i], options, i) if options.ensemble else None
+        equations.append(
+            _equation_result(choice, mapping, ensemble, len(final), theta_val @ coefficients[i], rows.targets[val, i])
+        )
+    metrics = {
+        "formulation": rows.formulation,
+        **rows.details,
+        "criterion": options.criterion,
+        "libraries_tried": [c.spec for c in candidates],
+        "n_terms": int(np.count_nonzero(coefficients)),
+    }
+    return Identification(final, coefficients, equations, metrics)
+
+
+# -- options and libraries ---------------------------------------------------------------------------
+def _check_options(options: SymbolicOptions) -> None:
+    if options.criterion not in ("aicc", "bic"):
+        raise UsageError(f"criterion {options.criterion!r}: expected aicc or bic")
+    if options.ensemble < 0:
+        raise UsageError("ensemble: the number of bootstrap models must be >= 0")
+    if options.max_terms is not None and options.max_terms < 1:
+        raise UsageError("max_terms must be at least 1")
+
+
+def _library_specs(options: SymbolicOptions) -> list[str]:
+    return list(AUTO_LIBRARIES) if options.library == "auto" else [options.library]
+
+
+def _user_library(data: Dataset, options: SymbolicOptions) -> Any:
+    if not options.terms.strip():
+        return None
+    from dynid.symbolic.library import CustomLibrary
+    from dynid.symbolic.user_terms import parse_user_terms
+
+    return CustomLibrary(parse_user_terms(options.terms, list(data.variables), list(data.inputs)))
+
+
+def _build_termset(spec: str, user: Any, data: Dataset, rows: _Rows) -> Any:
+    from dynid.symbolic.library import TermSet, parse_library_spec
+
+    library = parse_library_spec(spec)
+    if user is not None:
+        library = library + user
+    return TermSet.build(library, data.n_variables, data.n_inputs, rows.states, rows.inputs)
+
+
+def _plain_term(expression: str) -> Any:
+    from dynid.symbolic.library import Term
+
+    return Term(expression, (), "custom")
+
+
+# -- regression rows ----------------------------------------------------------------------------------
+def _regression_rows(data: Dataset, options: SymbolicOptions) -> _Rows:
+    trials = data.trials
+    if options.discrete:
+        return _map_rows(data)
+    from dynid.symbolic.noise import noise_to_signal
+
+    short = [k for k, trial in enumerate(trials) if trial.n_samples < 7]
+    if len(short) == len(trials):
+        raise DataError(f"{data.source}: every trial has fewer than 7 samples; too short to differentiate")
+    used = [trial for trial in trials if trial.n_samples >= 7]
+    relative = np.max([noise_to_signal(trial.x, trial.t) for trial in used], axis=0)
+    method = options.derivative
+    if method == "auto":
+        method = "weak" if float(np.max(relative)) > WEAK_FORM_NOISE else "auto"
+    details = {"noise_to_signal": relative.tolist(), "trials_skipped": len(short)}
+    if method == "weak":
+        return _weak_rows(used, data, details)
+    return _strong_rows(used, data, method, details)
+
+
+def _map_rows(data: Dataset) -> _Rows:
+    usable = [trial for trial in data.trials if trial.n_samples >= 2]
+    states = np.vstack([trial.x[:-1] for trial in usable])
+    inputs = None if not data.inputs else np.vstack([trial.u[:-1] for trial in usable])
+    targets = np.vstack([trial.x[1:] for trial in usable])
+    rows = [t.n_samples - 1 for t in usable]
+    return _Rows(targets, states, inputs, rows, None, "map", {}, np.zeros(data.n_variables))
+
+
+def _strong_rows(trials: list, data: Dataset, method: str, details: dict[str, Any]) -> _Rows:
+    from dynid.symbolic.derivatives import choose_method, differentiate, smooth
+
+    targets, states, inputs, used_methods, errors = [], [], [], [], []
+    for trial in trials:
+        name, opts = choose_method(trial.x, trial.t) if method == "auto" else (method, {})
+        used_methods.append(name)
+        targets.append(differentiate(trial.x, trial.t, name, **opts))
+        if name == "finite_difference":
+            errors.append(truncation_error(trial.x, trial.t, targets[-1]))
+        states.append(smooth(trial.x, trial.t, name, **opts))
+        if data.inputs:
+            inputs.append(trial.u)
+    details = {**details, "derivative": sorted(set(used_methods))}
+    return _Rows(
+        np.vstack(targets),
+        np.vstack(states),
+        np.vstack(inputs) if data.inputs else None,
+        [trial.n_samples for trial in trials],
+        None,
+        "strong",
+        details,
+        TRUNCATION_MARGIN * np.sqrt(np.mean(np.vstack(errors) ** 2, axis=0))
+        if errors
+        else np.zeros(data.n_variables),
+    )
+
+
+def truncation_error(x: np.ndarray, t: np.ndarray, derivative: np.ndarray) -> np.ndarray:
+    """(n, d) estimate of a 4th-order finite difference's truncation error: its difference from
+    the 6th-order (7-point) derivative on the same times (Richardson's idea)."""
+    from dynid.symbolic.derivatives import local_polynomial
+
+    if x.shape[0] < 7:
+        return np.zeros_like(derivative)
+    _, slope = local_polynomial(t, 7, 6)
+    return derivative - slope.apply(x)
+
+
+def _weak_rows(trials: list, data: Dataset, details: dict[str, Any]) -> _Rows:
+    from scipy import sparse
+
+    from dynid.symbolic.weak import integration_operator
+
+    operators, targets, windows = [], [], []
+    for trial in trials:
+        phi, dphi = integration_operator(trial.t)
+        operators.append(phi)
+        targets.append(-(dphi @ trial.x))
+        windows.append(phi.shape[0])
+    weights = sparse.block_diag(operators, format="csr")
+    return _Rows(
+        np.vstack(targets),
+        np.vstack([trial.x for trial in trials]),
+        np.vstack([trial.u for trial in trials]) if data.inputs else None,
+        windows,
+        weights,
+        "weak",
+        {**details, "derivative": ["weak"], "test_functions": int(sum(windows))},
+        np.zeros(data.n_variables),
+    )
+
+
+def _split(rows: _Rows, options: SymbolicOptions) -> tuple[np.ndarray, np.ndarray]:
+    from dynid.symbolic.selection import train_validation_split
+
+    gap = BOUNDARY_GAP if rows.formulation == "strong" else 0
+    return train_validation_split(
+        rows.rows_per_trial, VALIDATION_FRACTION, blocks=VALIDATION_BLOCKS, gap=gap
+    )
+
+
+# -- selection, refit, ensemble -------------------------------------------------------------------------
+def _best_equation(i: int, candidates: list[_Candidate], rows: _Rows, train: np.ndarray, val: np.ndarray, options: SymbolicOptions) -> _Choice:
+    """The library and support with the lowest held-out criterion for equation ``i``."""
+    from dynid.symbolic.selection import select
+
+    y = rows.targets[:, i]
+    best: tuple[tuple[float, int], _Choice] | None = None
+    for candidate in candidates:
+        choice = _select_in(candidate, y, rows, train, val, options, i)
+        if choice is None:
+            continue
+        if options.refine:
+            choice = _refine_selection(choice, y, rows, train, val, options, i)
+        key = (float(choice.selection.best.criterion), int(choice.support.sum()))
+        if best is None or key < best[0]:
+            best = (key, choice)
+    if best is None:
+        raise DataError("no library term could be evaluated on the data (all non-finite)")
+    return best[1]
+
+
+def _select_in(candidate: _Candidate, y: np.ndarray, rows: _Rows, train: np.ndarray, val: np.ndarray, options: SymbolicOptions, i: int) -> _Choice | None:
+    from dynid.symbolic.selection import select
+
+    columns = np.flatnonzero(candidate.usable)
+    if columns.size == 0:
+        return None
+    theta = candidate.theta[:, columns]
+    selection = select(
+        theta[train],
+        y[train],
+        theta_val=theta[val],
+        y_val=y[val],
+        criterion=options.criterion,  # type: ignore[arg-type]
+        max_terms=options.max_terms,
+        error_floor=float(rows.target_error[i]),
+    )
+    support = np.zeros(len(candidate.termset), dtype=bool)
+    support[columns[selection.best.support]] = True
+    coef = np.zeros(len(candidate.termset))
+    coef[columns] = selection.best.coef
+    return _Choice(candidate, support, coef, selection, columns)
+
+
+def _refine_selection(choice: _Choice, y: np.ndarray, rows: _Rows, train: np.ndarray, val: np.ndarray, options: SymbolicOptions, i: int) -> _Choice:
+    """Select -> refine the selected terms' constants on the training rows -> select again with
+    the refined terms, until the support is stable: the library's initial constants are only
+    guesses, and the criterion must compare the shapes at their best constants."""
+    from dataclasses import replace
+
+    from dynid.symbolic.library import TermSet
+    from dynid.symbolic.refine import refine_constants
+
+    for _ in range(REFINE_ROUNDS):
+        termset = choice.termset
+        if not any(termset.terms[k].constants for k in np.flatnonzero(choice.support)):
+            return choice
+        if rows.weights is None:
+            states, inputs = rows.states[train], None if rows.inputs is None else rows.inputs[train]
+            transform = None
+        else:
+            states, inputs = rows.states, rows.inputs
+            weights = rows.weights[train]
+            transform = lambda columns: weights @ columns  # noqa: E731
+        constants, _ = refine_constants(
+            termset, choice.support, choice.coef, states, inputs, y[train], transform=transform
+        )
+        terms = [
+            replace(t, constants=tuple((name, float(constants[name])) for name, _ in t.constants))
+            for t in termset.terms
+        ]
+        refined = TermSet(terms, termset.n_states, termset.n_inputs)
+        theta = rows.theta(refined)
+        candidate = _Candidate(choice.candidate.spec, refined, theta, np.all(np.isfinite(theta), axis=0))
+        again = _select_in(candidate, y, rows, train, val, options, i)
+        if again is None:
+            return choice
+        stable = np.array_equal(again.support, choice.support)
+        choice = again
+        if stable:
+            break
+    return choice
+
+
+def _refit(i: int, choice: _Choice, rows: _Rows, options: SymbolicOptions) -> tuple[np.ndarray, dict[str, float]]:
+    """Least squares on the chosen support over all rows, then constants refined (if any)."""
+    from dynid.symbolic.solvers import lstsq_on_support
+
+    y = rows.targets[:, i]
+    termset, support = choice.termset, choice.support
+    if not support.any():
+        return np.zeros(len(termset)), termset.constants
+    coef = lstsq_on_support(choice.candidate.theta, y, support)
+    constants = termset.constants
+    if options.refine:
+        from dynid.symbolic.refine import refine_constants
+
+        transform = None if rows.weights is None else (lambda columns: rows.weights @ columns)
+        constants, coef = refine_constants(
+            termset, support, coef, rows.states, rows.inputs, y, transform=transform
+        )
+    return coef, constants
+
+
+def _ensemble(choice: _Choice, y: np.ndarray, options: SymbolicOptions, i: int) -> tuple[np.ndarray, np.ndarray]:
+    """E-SINDy: (inclusion probability (p,), interval (p, 2)) over the library's columns, from
+    the whole selection repeated on moving-block bootstrap bags (held out: out-of-bag rows)."""
+    from dynid.symbolic.ensemble import bagging
+    from dynid.symbolic.selection import select
+
+    columns = choice.columns
+
+    def fit(theta_bag, y_bag, theta_oob, y_oob):  # type: ignore[no-untyped-def]
+        chosen = select(
+            theta_bag, y_bag, theta_val=theta_oob, y_val=y_oob,
+            criterion=options.criterion, max_terms=options.max_terms,  # type: ignore[arg-type]
+        )
+        return chosen.best.coef
+
+    seed = None if options.seed is None else options.seed + 7919 * i
+    theta = choice.candidate.theta[:, columns]
+    result = bagging(theta, y, fit, n_models=options.ensemble, rng=seed, out_of_bag=True)
+    p = len(choice.termset)
+    inclusion, interval = np.zeros(p), np.zeros((p, 2))
+    inclusion[columns] = result.inclusion_probability
+    interval[columns, 0] = result.coef_low
+    interval[columns, 1] = result.coef_high
+    return inclusion, interval
+
+
+def _equation_result(
+    choice: _Choice,
+    mapping: dict[int, int],
+    ensemble: tuple[np.ndarray, np.ndarray] | None,
+    n_final: int,
+    predicted: np.ndarray,
+    observed: np.ndarray,
+) -> EquationResult:
+    variance = float(np.var(observed))
+    r2 = 1.0 - float(np.mean((observed - predicted) ** 2)) / variance if variance > 0 else float("nan")
+    names = choice.termset.names
+    pareto = [
+        {
+            "n_terms": int(c.n_terms),
+            "validation_rmse": float(c.val_error),
+            "criterion": float(c.criterion),
+            "terms": [names[int(choice.columns[k])] for k in np.flatnonzero(c.support)],
+        }
+        for c in choice.selection.pareto
+    ]
+    inclusion = interval = None
+    if ensemble is not None:
+        inclusion, interval = np.zeros(n_final), np.zeros((n_final, 2))
+        for k, column in mapping.items():
+            inclusion[column] = ensemble[0][k]
+            interval[column] = ensemble[1][k]
+    return EquationResult(choice.candidate.spec, float(choice.selection.best.criterion), r2, pareto, inclusion, interval)

@@ -1,0 +1,163 @@
+"""``dynid discover-causal`` end to end in subprocesses: the JSON contract, --clusters,
+--method dynamic with --dynamic-output, and the exit codes bad input gets."""
+
+from __future__ import annotations
+
+import json
+
+import h5py
+import numpy as np
+import pandas as pd
+import pytest
+
+from dynid.causal.graph import CONTRACT_KEYS
+
+
+def write_csv(path, x: np.ndarray, names: list[str], dt: float = 0.1):
+    frame = pd.DataFrame(x, columns=names)
+    frame.insert(0, "t", np.arange(len(x)) * dt)
+    frame.to_csv(path, index=False)
+    return path
+
+
+def var_series(n: int, seed: int = 0) -> np.ndarray:
+    """(n, 4) VAR(1) with links a -> b -> c; d independent."""
+    coefs = np.diag([0.5, 0.4, 0.4, 0.5])
+    coefs[1, 0], coefs[2, 1] = 0.5, 0.5
+    noise = np.random.default_rng(seed).standard_normal((n, 4))
+    x = np.zeros_like(noise)
+    for t in range(1, n):
+        x[t] = coefs @ x[t - 1] + noise[t]
+    return x
+
+
+@pytest.fixture(scope="module")
+def var_csv(tmp_path_factory):
+    return write_csv(tmp_path_factory.mktemp("causal") / "var.csv", var_series(800), list("abcd"))
+
+
+@pytest.fixture(scope="module")
+def switch_csv(tmp_path_factory):
+    """x drives y from the middle of the recording on (1000 samples, dt = 0.1)."""
+    n = 1000
+    noise = np.random.default_rng(2).standard_normal((n, 2))
+    x = np.zeros((n, 2))
+    for t in range(1, n):
+        x[t, 0] = 0.5 * x[t - 1, 0] + noise[t, 0]
+        x[t, 1] = 0.5 * x[t - 1, 1] + (0.8 if t >= n // 2 else 0.0) * x[t - 1, 0] + noise[t, 1]
+    return write_csv(tmp_path_factory.mktemp("causal") / "switch.csv", x, ["x", "y"])
+
+
+def json_of(result) -> dict:
+    assert result.returncode == 0, result.stderr.decode()
+    return json.loads(result.stdout)
+
+
+def one_error_line(result, code: int) -> str:
+    assert result.returncode == code, (result.stdout, result.stderr)
+    lines = result.stderr.decode().strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("dynid: error:"), lines
+    assert result.stdout == b""
+    return lines[0]
+
+
+def test_json_follows_the_contract(cli, var_csv):
+    document = json_of(cli("discover-causal", var_csv, "--max-lag", "2", "--json"))
+    assert list(document)[: len(CONTRACT_KEYS)] == list(CONTRACT_KEYS)
+    assert document["variables"] == list("abcd") and document["method"] == "granger"
+    assert np.array(document["score_matrix"]).shape == (4, 4)
+    assert len(document["edges"]) == 4 * 3 * 2
+    assert set(document["edges"][0]) == {"source", "target", "lag", "strength", "p_value", "significant"}
+    assert np.array(document["adjacency"]).tolist() == [[0, 1, 0, 0], [0, 0, 1, 0], [0, 0, 0, 0], [0, 0, 0, 0]]
+
+
+def test_clusters_give_a_graph_over_cluster_names(cli, var_csv):
+    document = json_of(
+        cli("discover-causal", var_csv, "--max-lag", "2", "--json", "--clusters", "AB=a,b; C=c")
+    )
+    assert document["variables"] == ["AB", "C"]
+    assert document["adjacency"] == [[0, 1], [0, 0]]
+    assert document["clusters"] == {"AB": ["a", "b"], "C": ["c"]}
+    assert {(e["source"], e["target"]) for e in document["edges"]} == {("AB", "C"), ("C", "AB")}
+    text = cli("discover-causal", var_csv, "--clusters", "AB=a,b;C=c", "--format", "dot")
+    assert text.returncode == 0 and 'label="AB"' in text.stdout.decode()
+
+
+@pytest.mark.parametrize(
+    "clusters, code, culprit",
+    [
+        ("A=a,nope;B=c", 3, "'nope'"),
+        ("A a;B=c", 2, "'A a'"),
+        ("A=a,b;B=b", 2, "'b'"),
+    ],
+)
+def test_bad_clusters(cli, var_csv, clusters, code, culprit):
+    line = one_error_line(cli("discover-causal", var_csv, "--clusters", clusters), code)
+    assert culprit in line
+
+
+def test_clusters_only_with_granger(cli, var_csv):
+    line = one_error_line(cli("discover-causal", var_csv, "--method", "dynamic", "--clusters", "A=a;B=b"), 2)
+    assert "--clusters is supported with: granger" in line
+
+
+def test_dynamic_writes_hdf5(cli, switch_csv, tmp_path):
+    target = tmp_path / "strength.h5"
+    result = cli("discover-causal", switch_csv, "--method", "dynamic", "--max-lag", "2", "--seed", "1",
+                 "-p", "estimator=perturbation", "--dynamic-output", target, "--json")
+    document = json_of(result)
+    assert document["method"] == "dynamic" and document["variables"] == ["x", "y"]
+    with h5py.File(target, "r") as handle:
+        times, strength = handle["times"][()], handle["strength"][()]
+        assert list(handle["strength"].attrs["variables"]) == ["x", "y"]
+        changes = json.loads(handle.attrs["change_points"])
+    assert strength.shape == (times.size, 2, 2)
+    assert times.min() >= 0 and times.max() <= 99.9  # data time units (dt = 0.1)
+    switch = [c for c in changes if (c["source"], c["target"]) == ("x", "y")]
+    assert len(switch) == 1 and abs(switch[0]["time"] - 50.0) < 10.0
+    assert changes == document["dynamic"]["change_points"]
+    assert not list(tmp_path.glob(".*.tmp"))  # written atomically, nothing left behind
+
+
+def test_dynamic_json_output_and_small_series_inline(cli, switch_csv, tmp_path):
+    target = tmp_path / "strength.json"
+    result = cli("discover-causal", switch_csv, "--method", "dynamic", "--max-lag", "2",
+                 "--dynamic-output", target, "--json")
+    inline = json_of(result)["dynamic"]
+    written = json.loads(target.read_text())
+    assert written["variables"] == ["x", "y"]
+    assert np.array(written["strength"]).shape == (len(written["times"]), 2, 2)
+    assert np.allclose(inline["strength"], written["strength"])  # small: also in the JSON
+
+
+def test_large_dynamic_series_points_to_dynamic_output(cli, var_csv):
+    result = cli("discover-causal", var_csv, "--method", "dynamic", "--max-lag", "1", "--json",
+                 "-p", "estimator=perturbation", "-p", "step=1")
+    dynamic = json_of(result)["dynamic"]
+    assert "strength" not in dynamic and dynamic["n_times"] == 799
+    assert "--dynamic-output" in result.stderr.decode()
+
+
+@pytest.mark.parametrize("args", [["--dynamic-output", "out.h5"], ["--method", "dynamic", "--dynamic-output", "out.txt"]])
+def test_bad_dynamic_output(cli, var_csv, tmp_path, args):
+    one_error_line(cli("discover-causal", var_csv, *args, cwd=tmp_path), 2)
+    assert not list(tmp_path.iterdir())
+
+
+def bad_data(kind: str) -> np.ndarray:
+    x = var_series(300, seed=3)
+    if kind == "short":
+        return x[:12]
+    if kind == "constant":
+        x[:, 2] = 4.0
+    if kind == "collinear":
+        x[:, 3] = 2.0 * x[:, 0] - x[:, 1]
+    return x
+
+
+@pytest.mark.parametrize("kind, culprit", [("short", "max-lag"), ("constant", "'c'"), ("collinear", "collinear")])
+@pytest.mark.parametrize("extra", [[], ["--clusters", "A=a,b;B=c,d"]])
+def test_bad_data_exits_3_with_one_line(cli, tmp_path, kind, culprit, extra):
+    path = write_csv(tmp_path / f"{kind}.csv", bad_data(kind), list("abcd"))
+    line = one_error_line(cli("discover-causal", path, "--max-lag", "3", *extra), 3)
+    assert culprit in line

@@ -1,0 +1,129 @@
+"""``dynid symbolic`` end to end on systems with known equations: structure and coefficients."""
+
+import numpy as np
+import pytest
+import sympy
+from scipy.integrate import solve_ivp
+
+import dynid
+from dynid.symbolic import equations_result
+
+
+def _simulate(rhs, x0, n, dt, t0=0.0):
+    t = t0 + np.arange(n) * dt
+    solution = solve_ivp(rhs, (t[0], t[-1]), x0, t_eval=t, method="DOP853", rtol=1e-10, atol=1e-12)
+    return t, solution.y.T
+
+
+def _lorenz(t, x):
+    return [10 * (x[1] - x[0]), x[0] * (28 - x[2]) - x[1], x[0] * x[1] - 8 / 3 * x[2]]
+
+
+LORENZ = {
+    "x": {"x": -10.0, "y": 10.0},
+    "y": {"x": 28.0, "y": -1.0, "x*z": -1.0},
+    "z": {"z": -8 / 3, "x*y": 1.0},
+}
+
+
+def _equations(model):
+    """{lhs: {term: coefficient}} with terms as canonical sympy strings."""
+    result = equations_result(model)
+    return {
+        eq["lhs"]: {str(sympy.sympify(t["term"])): t["coefficient"] for t in eq["terms"]}
+        for eq in result["equations"]
+    }
+
+
+def _assert_equations(found, truth, rel):
+    for lhs, terms in truth.items():
+        wanted = {str(sympy.sympify(k)): v for k, v in terms.items()}
+        assert set(found[lhs]) == set(wanted), (lhs, found[lhs])
+        for term, value in wanted.items():
+            assert found[lhs][term] == pytest.approx(value, rel=rel), (lhs, term)
+
+
+@pytest.mark.parametrize(("n", "dt"), [(5000, 0.005), (150, 0.02)])
+def test_lorenz_exact_structure_dense_and_short(n, dt):
+    t, x = _simulate(_lorenz, [-8.0, 8.0, 27.0], n, dt)
+    model = dynid.fit(dynid.Dataset.from_arrays(x, t=t, variables=["x", "y", "z"]), "symbolic", ["ensemble=0"]).model
+    _assert_equations(_equations(model), LORENZ, rel=0.01)
+
+
+def test_non_polynomial_libraries_are_chosen_on_held_out_data():
+    t, x = _simulate(lambda t, x: [x[1], -9.81 * np.sin(x[0])], [2.0, 0.0], 2000, 0.005)
+    model = dynid.fit(dynid.Dataset.from_arrays(x, t=t, variables=["q", "p"]), "symbolic", ["ensemble=0"]).model
+    _assert_equations(_equations(model), {"q": {"p": 1.0}, "p": {"sin(q)": -9.81}}, rel=1e-3)
+    t, x = _simulate(
+        lambda t, x: [1.0 + 0.5 * np.sin(x[1] - x[0]), 1.3 + 0.5 * np.sin(x[0] - x[1])], [0.0, 1.0], 2000, 0.01
+    )
+    model = dynid.fit(dynid.Dataset.from_arrays(x, t=t, variables=["a", "b"]), "symbolic", ["ensemble=0"]).model
+    _assert_equations(
+        _equations(model), {"a": {"1": 1.0, "sin(a - b)": -0.5}, "b": {"1": 1.3, "sin(a - b)": 0.5}}, rel=1e-3
+    )
+
+
+def test_michaelis_menten_constant_is_estimated():
+    t, x = _simulate(lambda t, x: [-1.5 * x[0] / (0.7 + x[0]) + 0.2], [3.0], 1000, 0.01)
+    model = dynid.fit(dynid.Dataset.from_arrays(x, t=t, variables=["s"]), "symbolic", ["ensemble=0", "library=poly1+rational"]).model
+    found = _equations(model)["s"]
+    s = sympy.Symbol("s")
+    dominant = max(found.items(), key=lambda item: abs(item[1]))
+    expression = sympy.sympify(dominant[0])
+    constant = float(sympy.solve(sympy.denom(sympy.together(expression)), s)[0])
+    assert dominant[1] == pytest.approx(-1.5, rel=1e-3)
+    assert -constant == pytest.approx(0.7, rel=1e-3)
+    assert found["1"] == pytest.approx(0.2, rel=1e-3)
+
+
+def test_user_terms_inputs_trials_and_irregular_time():
+    rng = np.random.default_rng(0)
+    trials = []
+    for n, start in [(600, [1.0, 0.0]), (400, [-0.5, 1.0])]:
+        t = np.sort(rng.uniform(0, n * 0.01, n))
+        u = np.sin(0.7 * t) + np.sin(np.sqrt(2) * t)
+
+        def rhs(tt, x):
+            return [x[1], -4 * x[0] - 0.2 * x[1] + np.sin(0.7 * tt) + np.sin(np.sqrt(2) * tt)]
+
+        solution = solve_ivp(rhs, (t[0], t[-1]), start, t_eval=t, method="DOP853", rtol=1e-10, atol=1e-12)
+        trials.append((t, solution.y.T, u))
+    data = dynid.Dataset.from_arrays(
+        [x for _, x, _ in trials], t=[t for t, _, _ in trials], u=[u for _, _, u in trials],
+        variables=["x", "v"], inputs=["f"],
+    )
+    assert data.dt is None and data.n_trials == 2
+    model = dynid.fit(data, "symbolic", ["ensemble=0", "library=poly1"]).model
+    _assert_equations(_equations(model), {"x": {"v": 1.0}, "v": {"x": -4.0, "v": -0.2, "f": 1.0}}, rel=0.01)
+
+
+def test_discrete_map():
+    x = np.empty(300)
+    x[0] = 0.3
+    for k in range(299):
+        x[k + 1] = 3.7 * x[k] * (1 - x[k])
+    model = dynid.fit(dynid.Dataset.from_arrays(x[:, None], variables=["x"]), "symbolic", ["ensemble=0", "discrete=true"]).model
+    _assert_equations(_equations(model), {"x": {"x": 3.7, "x**2": -3.7}}, rel=1e-6)
+
+
+def test_ensemble_gives_inclusion_and_intervals_and_round_trips(tmp_path):
+    from dynid.systems import simulate
+
+    sim = simulate("lorenz", n=3000, dt=0.005, noise=0.002, seed=1)
+    data = dynid.Dataset.from_arrays(sim.x, t=sim.t, variables=["x", "y", "z"])
+    fitted = dynid.fit(data, "symbolic", seed=3)
+    result = equations_result(fitted.model)
+    for equation in result["equations"]:
+        for term in equation["terms"]:
+            low, high = term["interval"]
+            assert 0.0 <= term["inclusion_probability"] <= 1.0
+            assert low <= term["coefficient"] <= high or term["inclusion_probability"] < 1
+    x_terms = {t["term"]: t for t in result["equations"][0]["terms"]}
+    assert x_terms["x"]["inclusion_probability"] == 1.0
+    low, high = x_terms["x"]["interval"]
+    assert low - 0.05 <= -10.0 <= high + 0.05  # the interval (plus bias slack) covers the truth
+    path = tmp_path / "m.dynid"
+    dynid.save_model(fitted.model, str(path), fitted.metadata)
+    loaded = dynid.load_model(str(path)).model
+    np.testing.assert_array_equal(loaded.simulate(data.trials[0], 50), fitted.model.simulate(data.trials[0], 50))
+    assert equations_result(loaded)["equations"] == result["equations"]

@@ -1,0 +1,164 @@
+"""Sparse solvers against ground truth: exact supports, brute-force best subsets, invariances."""
+
+from __future__ import annotations
+
+import itertools
+
+import numpy as np
+import pytest
+
+from dynid.errors import DataError, UsageError
+from dynid.symbolic.solvers import (
+    RegressionProblem,
+    best_subset,
+    best_subsets,
+    lstsq_on_support,
+    sr3,
+    stlsq,
+    support_path,
+)
+
+TRUE_COLUMNS = [2, 7, 11, 19, 26]
+TRUE_VALUES = [0.5, -1.0, 2.0, -5.0, 10.0]
+
+
+def correlated_problem(seed: int, n: int = 600, p: int = 30, noise: float = 0.1, rho: float = 0.6):
+    """theta (n, p) with corr(column i, column j) = rho^|i-j|; y = theta @ xi + N(0, noise^2)."""
+    rng = np.random.default_rng(seed)
+    cov = rho ** np.abs(np.subtract.outer(np.arange(p), np.arange(p)))
+    theta = rng.standard_normal((n, p)) @ np.linalg.cholesky(cov).T
+    xi = np.zeros(p)
+    xi[TRUE_COLUMNS] = TRUE_VALUES
+    return theta, theta @ xi + noise * rng.standard_normal(n), xi
+
+
+def rss(theta, y, columns):
+    """Least-squares residual sum of squares on columns (index list or (p,) bool mask)."""
+    columns = np.flatnonzero(columns) if np.asarray(columns).dtype == bool else list(columns)
+    coef = np.linalg.lstsq(theta[:, columns], y, rcond=None)[0]
+    residual = y - theta[:, columns] @ coef
+    return residual @ residual
+
+
+def half_smallest_true_term(theta, y, xi):
+    """A threshold between noise and the smallest true term, in normalised units (module doc)."""
+    w = RegressionProblem.from_data(theta, y).to_normalised(xi)
+    return 0.5 * np.abs(w[xi != 0]).min()
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_solvers_recover_the_exact_support_with_correlated_columns(seed):
+    theta, y, xi = correlated_problem(seed)
+    threshold = half_smallest_true_term(theta, y, xi)
+    # Noise on a normalised coefficient is ~ noise / ||y|| / sqrt(1 - R^2) ≈ 1e-3, far below it.
+    assert threshold > 0.01
+    for coef in (stlsq(theta, y, threshold), sr3(theta, y, threshold)):
+        np.testing.assert_array_equal(np.flatnonzero(coef), TRUE_COLUMNS)
+        # Least squares on the true support: standard errors ~ 0.1 / sqrt(600) ≈ 0.005.
+        np.testing.assert_allclose(coef[TRUE_COLUMNS], TRUE_VALUES, atol=0.03)
+    np.testing.assert_array_equal(np.flatnonzero(best_subset(theta, y, 5)), TRUE_COLUMNS)
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_best_subset_matches_brute_force(seed):
+    rng = np.random.default_rng(seed)
+    n, p = 40, 12
+    cov = 0.8 ** np.abs(np.subtract.outer(np.arange(p), np.arange(p)))
+    theta = rng.standard_normal((n, p)) @ np.linalg.cholesky(cov).T * rng.uniform(0.1, 10, p)
+    # Even seeds: pure noise, where nothing prunes easily; odd: a sparse signal.
+    y = rng.standard_normal(n) if seed % 2 == 0 else theta[:, :4] @ rng.standard_normal(4)
+    y = y + 0.1 * rng.standard_normal(n)
+    search = best_subsets(theta, y, 5)
+    assert search.exact and search.method == "exact branch and bound"
+    for k in range(1, 6):
+        brute = min(rss(theta, y, c) for c in itertools.combinations(range(p), k))
+        support = search.supports[k - 1]
+        assert support.sum() == k
+        assert rss(theta, y, support) == pytest.approx(brute, rel=1e-9)
+        assert search.rss[k - 1] * (y @ y) == pytest.approx(brute, rel=1e-6)
+    brute3 = min(rss(theta, y, c) for c in itertools.combinations(range(p), 3))
+    assert rss(theta, y, best_subset(theta, y, 3)) == pytest.approx(brute3, rel=1e-9)
+
+
+def test_best_subset_falls_back_to_a_labelled_beam_search_for_large_libraries():
+    rng = np.random.default_rng(3)
+    theta = rng.standard_normal((300, 50))
+    y = theta[:, [4, 20, 33]] @ [1.0, -2.0, 3.0] + 0.1 * rng.standard_normal(300)
+    search = best_subsets(theta, y, 4)
+    assert not search.exact and "heuristic" in search.method
+    np.testing.assert_array_equal(np.flatnonzero(search.supports[2]), [4, 20, 33])
+
+
+def test_node_budget_is_reported_not_silently_exact():
+    theta, y, _ = correlated_problem(0, rho=0.95)
+    y = y + theta @ np.random.default_rng(0).standard_normal(30)  # dense: hard to prune
+    search = best_subsets(theta, y, 12, max_nodes=20)
+    assert not search.exact and "budget" in search.method
+    assert [s.sum() for s in search.supports] == list(range(1, 13))  # still one subset per size
+
+
+def test_thresholds_are_scale_free():
+    theta, y, xi = correlated_problem(4)
+    threshold = half_smallest_true_term(theta, y, xi)
+    scale = np.random.default_rng(0).uniform(1e-3, 1e3, theta.shape[1])
+    for solver in (stlsq, sr3):
+        base = solver(theta, y, threshold)
+        scaled = solver(theta * scale, 7.0 * y, threshold)
+        np.testing.assert_allclose(scaled * scale / 7.0, base, rtol=1e-7, atol=1e-12)
+    np.testing.assert_array_equal(best_subset(theta * scale, y, 5), best_subset(theta, y, 5))
+
+
+def test_lstsq_on_support_is_least_squares_with_exact_zeros():
+    theta, y, _ = correlated_problem(5)
+    support = np.zeros(30, dtype=bool)
+    support[[0, 3, 11]] = True
+    coef = lstsq_on_support(theta, y, support)
+    assert np.all(coef[~support] == 0)
+    expected = np.linalg.lstsq(theta[:, support], y, rcond=None)[0]
+    np.testing.assert_allclose(coef[support], expected, rtol=1e-10)
+    # Ridge shrinks the normalised coefficients and is dimensionless: scaling y scales coef.
+    ridged = lstsq_on_support(theta, y, support, ridge=10.0)
+    assert np.linalg.norm(ridged) < np.linalg.norm(coef)
+    np.testing.assert_allclose(lstsq_on_support(theta, 3 * y, support, ridge=10.0), 3 * ridged)
+    assert not lstsq_on_support(theta, y, np.zeros(30, dtype=bool)).any()
+
+
+def test_stlsq_threshold_extremes():
+    theta, y, _ = correlated_problem(6)
+    assert np.all(stlsq(theta, y, 0.0) != 0)  # no threshold: plain least squares
+    assert not stlsq(theta, y, 10.0).any()  # above every normalised coefficient: nothing left
+
+
+def test_support_path_is_sorted_unique_and_contains_the_truth():
+    theta, y, xi = correlated_problem(7)
+    path = support_path(theta, y, max_terms=6)
+    sizes = [int(s.sum()) for s in path]
+    assert sizes == sorted(sizes) and sizes[0] == 1 and sizes[-1] == 30
+    assert len({s.tobytes() for s in path}) == len(path)
+    assert any(np.array_equal(s, xi != 0) for s in path)
+
+
+def test_noise_free_data_and_degenerate_columns():
+    rng = np.random.default_rng(8)
+    base = rng.standard_normal((200, 4))
+    # Column 4 duplicates column 0 and column 5 is all zero: neither can add anything.
+    theta = np.column_stack([base, base[:, 0], np.zeros(200)])
+    y = base @ [1.0, 0.0, -2.0, 0.0]
+    np.testing.assert_array_equal(np.sort(np.flatnonzero(best_subset(theta, y, 2)) % 4), [0, 2])
+    coef = stlsq(theta, y, 0.05)
+    # Duplicated columns are ambiguous: least squares may share the weight between them.
+    assert coef[5] == 0 and coef[0] + coef[4] == pytest.approx(1.0)
+    np.testing.assert_allclose(theta @ coef, y, atol=1e-10)
+    assert not stlsq(theta, np.zeros(200), 0.05).any()
+
+
+def test_bad_input_raises_dynid_errors():
+    theta, y, _ = correlated_problem(9, n=50)
+    with pytest.raises(DataError):
+        stlsq(theta, y[:-1], 0.1)
+    bad = theta.copy()
+    bad[3, 2] = np.nan
+    with pytest.raises(DataError):
+        sr3(bad, y, 0.1)
+    with pytest.raises(UsageError):
+        best_subset(theta, y, 31)
