@@ -2,6 +2,7 @@
 
     python benchmarks/run_foundation.py            # full run (a few minutes)
     python benchmarks/run_foundation.py --quick    # smoke run: small files, few repetitions
+    python benchmarks/run_foundation.py --blas-threads 1   # on a busy machine (see README.md)
 
 Measures, with medians over interleaved repetitions:
 
@@ -30,11 +31,12 @@ import shutil
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from timing import command, interleaved, summarize
+from timing import OtherLoad, command, interleaved, summarize, wait_until_quiet
 
 HERE = Path(__file__).resolve().parent
 PYTHON = sys.executable
@@ -44,6 +46,7 @@ _SCRIPT = Path(PYTHON).with_name("dynid")
 DYNID = str(_SCRIPT) if _SCRIPT.exists() else shutil.which("dynid") or "dynid"
 GOAL_RATIO = 1.2
 GOAL_STARTUP_S = 0.3
+BLAS_THREAD_VARIABLES = ("OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS", "OMP_NUM_THREADS")
 
 
 @dataclass(frozen=True)
@@ -74,7 +77,7 @@ DMD_DATA = DataSpec("lorenz96", 0.01, ("N=40",))
 
 # -- setup ---------------------------------------------------------------------------------------
 def machine() -> dict[str, Any]:
-    """CPU, cores, RAM, load and the versions that matter."""
+    """CPU, cores, RAM and the versions that matter."""
     import numpy
 
     cpuinfo = Path("/proc/cpuinfo").read_text() if Path("/proc/cpuinfo").exists() else ""
@@ -93,7 +96,6 @@ def machine() -> dict[str, Any]:
         "platform": platform.platform(),
         "python": platform.python_version(),
         "blas": f"{blas.get('name', '?')} {blas.get('version', '')}".strip(),
-        "load_average_at_start": [round(x, 2) for x in os.getloadavg()],
         **versions,
     }
 
@@ -120,19 +122,18 @@ def simulated(spec: DataSpec, n: int, folder: Path, fresh: bool) -> tuple[Path, 
 def fit_end_to_end(model: str, data: Path, work: Path, repeats: int) -> dict[str, Any]:
     """``dynid fit DATA --model MODEL -o m.dynid`` against reference.py, both as subprocesses."""
     model_file = work / f"{model}.dynid"
-    dynid_fit = command([DYNID, "fit", data, "--model", model, "-o", model_file])
+    dynid_argv = [DYNID, "fit", data, "--model", model, "-o", model_file]
     # One untimed run first, with --json: it warms the caches and says what dynid chose.
-    fitted = json.loads(command([DYNID, "fit", data, "--model", model, "-o", model_file,
-                                 "--json"])())
+    fitted = json.loads(command([*dynid_argv, "--json"])())
     rank = fitted["metrics"].get("rank")
     ref_file = work / f"{model}-reference.{'npz' if model == 'dmd' else 'npy'}"
     ref_argv = [PYTHON, HERE / "reference.py", model, data, ref_file]
     if model == "dmd":
         ref_argv += ["--rank", rank]
-    samples = interleaved({"dynid": dynid_fit, "reference": command(ref_argv)}, repeats)
+    samples = interleaved({"dynid": command(dynid_argv), "reference": command(ref_argv)}, repeats)
     return {
         **{side: summarize(times) for side, times in samples.items()},
-        "dynid_argv": [DYNID, "fit", str(data), "--model", model, "-o", str(model_file)],
+        "dynid_argv": [str(a) for a in dynid_argv],
         "reference_argv": [str(a) for a in ref_argv],
         "dynid_reported_fit_s": fitted["fit_seconds"],
         "rank": rank,
@@ -178,38 +179,58 @@ def fit_in_process(sindy: Path, dmd: Path, rank: int, repeats: int) -> dict[str,
 
 # -- report ----------------------------------------------------------------------------------------
 def table_rows(results: dict[str, Any]) -> list[dict[str, Any]]:
+    """One row per comparison; "other_cores" is what else kept the CPUs busy meanwhile."""
     rows = []
 
-    def add(name: str, ours: float, reference: float | None, ok: bool, goal: str) -> None:
-        ratio = ours / reference if reference else None
-        rows.append({"benchmark": name, "dynid_s": ours, "reference_s": reference,
-                     "ratio": ratio, "goal": goal, "ok": ok})
+    def add(name: str, group: str, ours: float, reference: float, goal: str) -> None:
+        ratio = ours / reference
+        ok = ratio <= GOAL_RATIO if goal == "ratio" else ours < GOAL_STARTUP_S
+        rows.append({
+            "benchmark": name, "dynid_s": ours, "reference_s": reference, "ratio": ratio,
+            "goal": f"<= {GOAL_RATIO}x" if goal == "ratio" else f"< {GOAL_STARTUP_S} s",
+            "ok": ok, "other_cores": results[group]["other_load_cores"]["during"],
+        })
 
-    for key, label in (("sindy_end_to_end", "sindy fit, end to end"),
-                       ("dmd_end_to_end", "dmd fit, end to end")):
-        r = results[key]
-        ours, ref = r["dynid"]["median_s"], r["reference"]["median_s"]
-        add(label, ours, ref, ours / ref <= GOAL_RATIO, f"<= {GOAL_RATIO}x")
+    for model in ("sindy", "dmd"):
+        r = results[f"{model}_end_to_end"]
+        add(f"{model} fit, end to end", f"{model}_end_to_end",
+            r["dynid"]["median_s"], r["reference"]["median_s"], "ratio")
     for model in ("sindy", "dmd"):
         r = results["in_process"][model]
-        ours, ref = r["dynid"]["median_s"], r["reference"]["median_s"]
-        add(f"{model} fit, in process", ours, ref, ours / ref <= GOAL_RATIO, f"<= {GOAL_RATIO}x")
+        add(f"{model} fit, in process", "in_process",
+            r["dynid"]["median_s"], r["reference"]["median_s"], "ratio")
     s = results["startup"]
-    floor = s["python -c pass"]["median_s"]
     for name in ("dynid --help", "import dynid.cli.app"):
-        ours = s[name]["median_s"]
-        add(name, ours, floor, ours < GOAL_STARTUP_S, f"< {GOAL_STARTUP_S} s")
+        add(name, "startup", s[name]["median_s"], s["python -c pass"]["median_s"], "startup")
     return rows
 
 
 def format_table(rows: list[dict[str, Any]]) -> str:
-    header = f"{'benchmark':<26} {'dynid s':>9} {'reference s':>12} {'ratio':>7}  {'goal':<9} ok"
+    header = (f"{'benchmark':<24} {'dynid s':>8} {'reference s':>12} {'ratio':>6}  "
+              f"{'goal':<9} {'ok':<3} {'other load':>10}")
     lines = [header, "-" * len(header)]
     for r in rows:
-        ratio = f"{r['ratio']:.2f}x" if r["ratio"] is not None else "-"
-        lines.append(f"{r['benchmark']:<26} {r['dynid_s']:>9.3f} {r['reference_s']:>12.3f} "
-                     f"{ratio:>7}  {r['goal']:<9} {'yes' if r['ok'] else 'NO'}")
+        other = "-" if r["other_cores"] is None else f"{r['other_cores']:.2f}"
+        lines.append(f"{r['benchmark']:<24} {r['dynid_s']:>8.3f} {r['reference_s']:>12.3f} "
+                     f"{r['ratio']:>5.2f}x  {r['goal']:<9} {'yes' if r['ok'] else 'NO':<3} "
+                     f"{other:>10}")
     return "\n".join(lines)
+
+
+def report(results: dict[str, Any], output: Path) -> None:
+    m, c = results["machine"], results["config"]
+    print(f"\n{m['cpu']}, {m['cores']} cores, {m['ram_gib']} GiB RAM; Python {m['python']}, "
+          f"numpy {m['numpy']}, pysindy {m['pysindy']}, pydmd {m['pydmd']}")
+    threads = c["blas_threads"] or "library default"
+    print(f"medians of {c['repeats']} interleaved runs (start-up: {c['startup_repeats']}); "
+          f"BLAS threads: {threads}; "
+          "reference = pysindy / PyDMD directly, or `python -c pass` for start-up; "
+          "other load = CPU cores busy with other work meanwhile\n")
+    print(format_table(results["table"]))
+    for model in ("sindy", "dmd"):
+        a = results[f"{model}_end_to_end"]["agreement"]
+        print(f"{model}: max |dynid - reference| over the {a['what']} = {a['max_abs_diff']:.3g}")
+    print(f"\nwrote {output} ({results['total_s']:.0f} s)")
 
 
 def main() -> None:
@@ -219,52 +240,53 @@ def main() -> None:
                         default=Path(tempfile.gettempdir()) / "dynid-benchmarks",
                         help="where simulated data files are cached")
     parser.add_argument("--fresh-data", action="store_true", help="re-simulate the data files")
+    parser.add_argument("--max-wait", type=float, default=30.0,
+                        help="seconds to wait, before each benchmark, for other work on the "
+                        "machine to stop (0: do not wait)")
+    parser.add_argument("--blas-threads", type=int,
+                        help="threads for OpenBLAS/MKL/OpenMP in every timed process (default: "
+                        "the libraries' own choice); 1 keeps timings sane on a busy machine, "
+                        "where spinning BLAS threads fight other processes for the cores")
     parser.add_argument("-o", "--output", type=Path, help="JSON results path")
     args = parser.parse_args()
+    if args.blas_threads:
+        for variable in BLAS_THREAD_VARIABLES:  # inherited by every subprocess timed below
+            os.environ[variable] = str(args.blas_threads)
     config = QUICK if args.quick else FULL
     output = args.output or HERE / "results" / (
         "foundation-quick.json" if args.quick else "foundation.json")
     started = time.perf_counter()
-
     results: dict[str, Any] = {
         "date": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
         "quick": args.quick,
-        "config": vars(config),
+        "config": vars(config) | {"blas_threads": args.blas_threads},
         "machine": machine(),
     }
-    sindy_data, results["sindy_data"] = simulated(SINDY_DATA, config.samples, args.data_dir,
-                                                  args.fresh_data)
-    dmd_data, results["dmd_data"] = simulated(DMD_DATA, config.samples, args.data_dir,
-                                              args.fresh_data)
+    sindy_data, results["sindy_data"] = simulated(
+        SINDY_DATA, config.samples, args.data_dir, args.fresh_data)
+    dmd_data, results["dmd_data"] = simulated(
+        DMD_DATA, config.samples, args.data_dir, args.fresh_data)
+
+    def measure(key: str, benchmark: Callable[..., dict[str, Any]], *params: Any) -> None:
+        print(f"{key} ...", file=sys.stderr)
+        quiet = wait_until_quiet(max_wait_s=args.max_wait)
+        with OtherLoad() as load:
+            results[key] = benchmark(*params)
+        results[key]["other_load_cores"] = {"before": quiet, "during": load.cores}
+
     with tempfile.TemporaryDirectory(prefix="dynid-bench-") as tmp:
-        work = Path(tmp)
-        print("sindy end to end ...", file=sys.stderr)
-        results["sindy_end_to_end"] = fit_end_to_end("sindy", sindy_data, work, config.repeats)
-        print("dmd end to end ...", file=sys.stderr)
-        results["dmd_end_to_end"] = fit_end_to_end("dmd", dmd_data, work, config.repeats)
-    print("start-up ...", file=sys.stderr)
-    results["startup"] = startup(config.startup_repeats)
-    print("in-process fits ...", file=sys.stderr)
-    results["in_process"] = fit_in_process(sindy_data, dmd_data,
-                                           results["dmd_end_to_end"]["rank"], config.repeats)
+        measure("sindy_end_to_end", fit_end_to_end, "sindy", sindy_data, Path(tmp),
+                config.repeats)
+        measure("dmd_end_to_end", fit_end_to_end, "dmd", dmd_data, Path(tmp), config.repeats)
+    measure("startup", startup, config.startup_repeats)
+    measure("in_process", fit_in_process, sindy_data, dmd_data,
+            results["dmd_end_to_end"]["rank"], config.repeats)
     results["table"] = table_rows(results)
     results["total_s"] = time.perf_counter() - started
-    results["load_average_at_end"] = [round(x, 2) for x in os.getloadavg()]
 
     output.parent.mkdir(parents=True, exist_ok=True)
     output.write_text(json.dumps(results, indent=2) + "\n")
-    m = results["machine"]
-    print(f"\n{m['cpu']}, {m['cores']} cores, {m['ram_gib']} GiB RAM; Python {m['python']}, "
-          f"numpy {m['numpy']}, pysindy {m['pysindy']}, pydmd {m['pydmd']}")
-    print(f"medians of {config.repeats} interleaved runs (start-up: {config.startup_repeats}); "
-          f"reference = pysindy / PyDMD directly, or `python -c pass` for start-up\n")
-    print(format_table(results["table"]))
-    for key in ("sindy_end_to_end", "dmd_end_to_end"):
-        a = results[key]["agreement"]
-        print(f"{key}: max |dynid - reference| {a['what']} = {a['max_abs_diff']}")
-    print(f"load average at start {m['load_average_at_start']}, at end "
-          f"{results['load_average_at_end']} (other work on the machine skews timings)")
-    print(f"\nwrote {output} ({results['total_s']:.0f} s)")
+    report(results, output)
 
 
 if __name__ == "__main__":

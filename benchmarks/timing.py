@@ -6,6 +6,7 @@ that slow drifts of a shared machine hit both sides alike, and returns every wal
 
 from __future__ import annotations
 
+import os
 import statistics
 import subprocess
 import time
@@ -58,3 +59,49 @@ def command(argv: Sequence[str | Path], cwd: Path | None = None) -> Callable[[],
         return done.stdout
 
     return run
+
+
+class OtherLoad:
+    """Average CPU cores busy with *other* work while the block ran (Linux; else None).
+
+    Busy time of the whole machine (/proc/stat) minus the CPU time of this process and the
+    children it waited for: about 0 on a quiet machine, 1 when another process kept a core busy.
+    Sets ``cores`` on exit.
+    """
+
+    def __enter__(self) -> OtherLoad:
+        self._start = (_machine_busy_s(), _own_cpu_s(), time.perf_counter())
+        self.cores: float | None = None
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        busy, own, wall = _machine_busy_s(), _own_cpu_s(), time.perf_counter()
+        if busy is not None and self._start[0] is not None:
+            other = (busy - self._start[0]) - (own - self._start[1])
+            self.cores = round(max(other, 0.0) / (wall - self._start[2]), 2)
+
+
+def wait_until_quiet(max_cores: float = 0.3, max_wait_s: float = 120.0) -> float | None:
+    """Wait (up to ``max_wait_s``) until other work uses at most ``max_cores``; returns the last
+    reading, in cores (None where it cannot be measured)."""
+    deadline = time.perf_counter() + max_wait_s
+    while True:
+        with OtherLoad() as load:
+            time.sleep(1.0)
+        if load.cores is None or load.cores <= max_cores or time.perf_counter() > deadline:
+            return load.cores
+
+
+def _machine_busy_s() -> float | None:
+    try:
+        with open("/proc/stat") as handle:
+            fields = [int(v) for v in handle.readline().split()[1:]]
+    except (OSError, ValueError):
+        return None
+    idle = fields[3] + fields[4]  # idle + iowait
+    return (sum(fields[:8]) - idle) / os.sysconf("SC_CLK_TCK")  # user .. steal, no guest
+
+
+def _own_cpu_s() -> float:
+    t = os.times()
+    return t.user + t.system + t.children_user + t.children_system

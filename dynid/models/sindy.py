@@ -23,7 +23,7 @@ from typing import Any, Literal, get_args
 
 import numpy as np
 
-from dynid.data.dataset import Dataset, Trial
+from dynid.data.dataset import Dataset, Trial, uniform_step
 from dynid.errors import ComputationError, DataError, UsageError
 from dynid.models.base import Capabilities, Hyperparameters, expect_array, param
 from dynid.models.equations import EquationBackend
@@ -241,7 +241,10 @@ class SINDy(EquationBackend):
         differentiate = estimator.differentiation_method
         xs, x_dots = [], []
         for trial in trials:
-            x_dots.append(np.asarray(differentiate(trial.x, t=trial.t), dtype=np.float64))
+            # A scalar step takes pysindy's uniform-grid path, ~20x faster than a time array.
+            step = uniform_step(trial.t)
+            times = trial.t if step is None else step
+            x_dots.append(np.asarray(differentiate(trial.x, t=times), dtype=np.float64))
             xs.append(np.asarray(differentiate.smoothed_x_, dtype=np.float64))
         return xs, x_dots
 
