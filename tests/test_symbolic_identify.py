@@ -127,3 +127,30 @@ def test_ensemble_gives_inclusion_and_intervals_and_round_trips(tmp_path):
     loaded = dynid.load_model(str(path)).model
     np.testing.assert_array_equal(loaded.simulate(data.trials[0], 50), fitted.model.simulate(data.trials[0], 50))
     assert equations_result(loaded)["equations"] == result["equations"]
+
+
+@pytest.mark.parametrize(("noise", "rel"), [(0.01, 0.015), (0.05, 0.05)])
+def test_noisy_lorenz_uses_the_weak_form_and_keeps_the_structure(noise, rel):
+    from dynid.systems import simulate
+
+    sim = simulate("lorenz", n=5000, dt=0.005, noise=noise, seed=1)
+    model = dynid.fit(dynid.Dataset.from_arrays(sim.x, t=sim.t, variables=["x", "y", "z"]), "symbolic", ["ensemble=0"]).model
+    assert model.metrics_["formulation"] == "weak"
+    _assert_equations(_equations(model), LORENZ, rel=rel)
+
+
+@pytest.mark.parametrize(("grid", "tolerance"), [("uniform", 1e-6), ("irregular", 1e-2)])
+def test_weak_form_operator_integrates_by_parts(grid, tolerance):
+    """int phi x' dt = -int phi' x dt: to quadrature accuracy (trapezoid on a smooth integrand
+    that vanishes to high order at the window ends: tiny on a uniform grid, O(gap^2) on random
+    times)."""
+    from dynid.symbolic.weak_form import integration_operator
+
+    rng = np.random.default_rng(0)
+    t = np.linspace(0, 20, 2000) if grid == "uniform" else np.sort(rng.uniform(0, 20, 2000))
+    x = np.sin(1.3 * t)[:, None]
+    phi, dphi = integration_operator(t, x)
+    lhs = phi @ (1.3 * np.cos(1.3 * t))
+    rhs = -(dphi @ x[:, 0])
+    assert phi.shape[0] > 20
+    np.testing.assert_allclose(lhs, rhs, rtol=0, atol=tolerance * np.abs(lhs).max())

@@ -28,13 +28,14 @@ al., JMLR 12, 2011), with Barzilai-Borwein steps and a non-monotone backtracking
 d networks train at once as one batched model, each with its own step size.
 
 Choosing lam (``lam = None``): the last 20% of each trial is held out. lam rises geometrically
-from ``LAMBDA_START`` (x2 per step, each fit warm-started from the previous one) until every
-network has pruned all its inputs or none can improve. The penalised fit's validation error only
-grows with lam (its weights shrink), so each support is judged by a relaxed fit (Meinshausen,
-CSDA 52, 2007): the same network refitted without the penalty on that support alone. Each
-target takes the largest lam whose relaxed validation MSE is within one standard error of the
-smallest (the 1-SE rule, favouring the sparser network); the networks are then refitted on all
-the data at their lam.
+from ``LAMBDA_START`` (x2 per step, each fit warm-started from the previous one, dense to sparse).
+The penalised fit's validation error only grows with lam (its weights shrink), so each support is
+judged by a relaxed fit (Meinshausen, CSDA 52, 2007): the network refitted without the penalty on
+that support alone. Each target takes the largest lam whose relaxed validation MSE is within one
+standard error of the smallest (the 1-SE rule, favouring the sparser network; the standard error
+is that of the smallest mean over the held-out rows), and the networks are then refitted on all
+the data at their lam. The path stops once every network has pruned all its inputs or has passed
+its 1-SE threshold.
 """
 
 from __future__ import annotations
@@ -87,7 +88,7 @@ class NeuralParams(Hyperparameters):
     )
     lam_ridge: float = param(1e-2, "ridge penalty on the output layer's weights")
     lr: float = param(0.1, "first proximal-gradient step (Barzilai-Borwein steps follow)")
-    max_iter: int = param(300, "most proximal-gradient iterations per fit (per lam on the path)")
+    max_iter: int = param(150, "most proximal-gradient iterations per fit (per lam on the path)")
     tolerance: float = param(
         1e-4, "stop a fit once no network's objective changes by more than this fraction "
         "over 10 iterations"
@@ -192,12 +193,13 @@ def fit_cmlp(
     model = model.to(dev)
     trainer = _Trainer(params)
     if params.lam is not None:
-        lam = np.full(model.d, float(params.lam))
-        iterations = trainer.fit(model, x, y, lam)
-        return _result(model, lam, seed, iterations)
+        # Reach lam along the path's own ramp: warm starts converge far faster than one cold fit.
+        ramp = [value for value in _path_lambdas() if value < params.lam] + [params.lam]
+        iterations = sum(trainer.fit(model, x, y, np.full(model.d, value)) for value in ramp)
+        return _result(model, np.full(model.d, params.lam), seed, iterations)
     fit_part, validation = _split(trials_x, lags, scales, dev)
     path, snapshots, iterations = _lambda_path(trainer, model, fit_part, validation)
-    chosen = _one_standard_error(path["validation_mse"], path["validation_se"])
+    chosen = path.pop("chosen")
     lam = path["lambda"][chosen]
     model = _Stack.select(snapshots, chosen)
     iterations += trainer.fit(model, x, y, lam)
@@ -440,9 +442,9 @@ def _converged(history: list[torch.Tensor], tolerance: float) -> bool:
 def _lambda_path(trainer: _Trainer, model: _Stack, fit_part, validation):  # type: ignore[no-untyped-def]
     """Fit along the rising lam path (``model`` is warm-started and ends at the last point).
 
-    Returns the path record (see ``CMLPFit.path``), the penalised snapshot per point and the
-    iterations used. Stops once every target has pruned all inputs or has a relaxed validation
-    error beyond its 1-SE threshold (larger lam only prunes more).
+    Returns the path record (see ``CMLPFit.path``) with the chosen index per target under
+    ``"chosen"``, the penalised snapshot per point and the iterations used. Stops once every
+    target has pruned all its inputs or is past its 1-SE threshold (larger lam only prunes more).
     """
     import torch
 
@@ -450,48 +452,52 @@ def _lambda_path(trainer: _Trainer, model: _Stack, fit_part, validation):  # typ
     x_val, y_val = validation
     d = model.d
     lambdas: list[float] = []
-    mse: list[np.ndarray] = []
-    se: list[np.ndarray] = []
+    squared: list[np.ndarray] = []  # (rows, d) relaxed validation errors per point
     active: list[np.ndarray] = []
     snapshots: list[_Stack] = []
     iterations = 0
-    relaxed_cache: dict[bytes, tuple[np.ndarray, np.ndarray]] = {}
-    for k in range(MAX_LAMBDAS):
-        lam = LAMBDA_START * LAMBDA_FACTOR**k
+    relaxed_errors: dict[bytes, np.ndarray] = {}
+    for lam in _path_lambdas():
         iterations += trainer.fit(model, x_fit, y_fit, np.full(d, lam))
         support = (model.source_norms() > 0).cpu().numpy()
         # A support seen before has the same relaxed fit: reuse its errors.
         key = support.tobytes()
-        if key not in relaxed_cache:
+        if key not in relaxed_errors:
             relaxed = model.clone()
             iterations += trainer.fit(relaxed, x_fit, y_fit, np.zeros(d), allowed=support)
             with torch.no_grad():
-                squared = (relaxed.predict(x_val) - y_val).pow(2).cpu().numpy().astype(float)
-            relaxed_cache[key] = (squared.mean(axis=0),
-                                  squared.std(axis=0) / math.sqrt(squared.shape[0]))
+                error = (relaxed.predict(x_val) - y_val).pow(2)
+            relaxed_errors[key] = error.cpu().numpy().astype(float)
         lambdas.append(lam)
-        mse.append(relaxed_cache[key][0])
-        se.append(relaxed_cache[key][1])
+        squared.append(relaxed_errors[key])
         active.append(support.sum(axis=1))
         snapshots.append(model.clone())
-        error, spread = np.array(mse), np.array(se)
-        targets = np.arange(d)
-        best = np.argmin(error, axis=0)
-        beyond = error[-1] > error[best, targets] + spread[best, targets]
-        if np.all((active[-1] == 0) | beyond):
+        _, within, _ = _one_standard_error(np.array(squared))
+        if np.all((active[-1] == 0) | ~within[-1]):
             break
-    path = {"lambda": np.array(lambdas), "validation_mse": np.array(mse),
-            "validation_se": np.array(se), "n_active": np.array(active)}
+    chosen, _, se = _one_standard_error(np.array(squared))
+    path = {"lambda": np.array(lambdas), "validation_mse": np.mean(squared, axis=1),
+            "validation_se": se, "n_active": np.array(active), "chosen": chosen}
     return path, snapshots, iterations
 
 
-def _one_standard_error(error: np.ndarray, se: np.ndarray) -> np.ndarray:
-    """(d,) per target the last path index (largest lam) whose error (K, d) is within one
-    standard error of the target's smallest."""
-    targets = np.arange(error.shape[1])
-    best = np.argmin(error, axis=0)
-    within = error <= (error[best, targets] + se[best, targets])[None, :]
-    return error.shape[0] - 1 - np.argmax(within[::-1], axis=0)
+def _path_lambdas() -> list[float]:
+    return [LAMBDA_START * LAMBDA_FACTOR**k for k in range(MAX_LAMBDAS)]
+
+
+def _one_standard_error(squared: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The 1-SE rule on validation errors (K, rows, d) of K path points, per target.
+
+    A point is within when its mean error is at most the smallest mean error plus that mean's
+    standard error (the spread of the squared errors over sqrt(rows)). Returns the last point
+    within (d,), the within flags (K, d) and every point's standard error (K, d).
+    """
+    mse = squared.mean(axis=1)
+    se = squared.std(axis=1) / math.sqrt(squared.shape[1])
+    targets = np.arange(squared.shape[2])
+    best = np.argmin(mse, axis=0)
+    within = mse <= (mse[best, targets] + se[best, targets])[None, :]
+    return squared.shape[0] - 1 - np.argmax(within[::-1], axis=0), within, se
 
 
 def _result(model: _Stack, lam: np.ndarray, seed: int, iterations: int,

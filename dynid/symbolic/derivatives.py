@@ -39,17 +39,19 @@ METHODS = ("finite_difference", "savgol", "spectral", "tv", "spline")
 # Relative error that noise alone puts on a 5-point finite difference below which it is used.
 FD_NOISE_TOL = 0.005
 # Noise-to-signal ratio (noise std / data std) above which the smoothing spline is used.
-SPLINE_NOISE = 0.05
+SPLINE_NOISE = 0.1
 
 # Savitzky-Golay search: polynomial orders tried, growth factor between candidate windows, and
 # how many candidates past a column's best one must all be worse before the search stops.
 _SG_ORDERS = (3, 5)
 _SG_GROWTH = 1.2
 _SG_PATIENCE = 3
-# Reference derivative of the risk estimate (window, degree): degree 7 keeps its bias far below
-# the candidates'; 15 points keep its variance moderate even where irregular samples cluster
-# (a 5-point interpolation there has near-coincident nodes and a huge variance).
+# First reference of the risk estimate (window, degree): degree 7 keeps its bias far below the
+# candidates'; 15 points keep its variance moderate even where irregular samples cluster (a
+# 5-point interpolation there has near-coincident nodes and a huge variance). At most
+# _SG_PASSES searches, each with the reference widened to the previous choice.
 _SG_REFERENCE = (15, 7)
+_SG_PASSES = 4
 # Rows on which the risk is evaluated at most (a regular subset of longer records).
 _SG_RISK_ROWS = 2000
 
@@ -337,30 +339,54 @@ def choose_savgol(
     or per column), or None to search ``_SG_ORDERS``. Returns (windows, polyorders), d each.
 
     For a linear derivative operator D applied to y = s + e (white noise of std sigma), with a
-    reference operator R that is nearly unbiased (a degree-7 fit over 15 samples), a Stein-type
-    unbiased estimate of the mean squared error of D y against the true derivative is
+    reference operator R that is nearly unbiased, a Stein-type unbiased estimate of the mean
+    squared error of D y against the true derivative is
 
         MSE(D) ~ ( |D y - R y|^2 + 2 sigma^2 <D, R>_F - sigma^2 |R|_F^2 ) / n,
 
     since E|(D - R) y|^2 = |(D - R) s|^2 + sigma^2 |D - R|_F^2 and (D - R) s is D's bias when R
-    is unbiased. The last term is common to all D, and the noise in |D y - R y|^2 is largely
-    shared between candidates, so the argmin is stable. The sums run over every row, edges
-    included. The reference's own O(h^8) bias is ignored, which is accurate for dense sampling;
-    for coarse sampling (a few samples per radian) the estimate favours too small windows.
-    Windows grow by ~20% until every column's estimate has risen ``_SG_PATIENCE`` times past
-    its minimum (the bias grows like window^(order+1), so the curve is U-shaped).
+    is unbiased. The last term is common to all D. The sums run over every row (edges
+    included; a regular subset of ``_SG_RISK_ROWS`` rows on long records).
+
+    The estimate is only as steady as R is quiet. R starts as a degree-7 fit over 15 samples
+    (bias O(h^8), far below the candidates'), then the search is repeated with R widened to the
+    window just chosen, still of degree 7 so that its bias stays far below that of the degree
+    3 / 5 candidates of the same width, until the choice settles (``_SG_PASSES`` at most).
+    Without this a dense, slow signal (hundreds of samples per radian) gets windows several
+    times too small. The reference's own bias is ignored, which holds for dense sampling; for
+    coarse sampling (a few samples per radian) the estimate favours too small windows.
     """
     n, d = x.shape
     fixed = None if polyorder is None else [int(o) for o in _per_column(polyorder, d, "polyorder")]
     # The risk is a mean over rows: on long records a regular subset of rows estimates it
     # just as well and keeps the search cheap with wide windows on irregular grids.
     rows = np.unique(np.linspace(0, n - 1, min(n, _SG_RISK_ROWS)).round().astype(int))
-    reference_window = min(_SG_REFERENCE[0], n)
-    _, reference = local_polynomial(
-        t, reference_window, min(_SG_REFERENCE[1], reference_window - 2), rows
-    )
-    target = reference.apply(x)
-    shared = noise**2 * reference.frobenius2()
+    widths = [_SG_REFERENCE[0]] * d
+    for _ in range(_SG_PASSES):
+        choice = _savgol_search(x, t, noise, rows, widths, fixed)
+        wider = [max(_SG_REFERENCE[0], window) for window, _ in choice]
+        if wider == widths:
+            break
+        widths = wider
+    return tuple(w for w, _ in choice), tuple(o for _, o in choice)
+
+
+def _savgol_search(
+    x: np.ndarray,
+    t: np.ndarray,
+    noise: np.ndarray,
+    rows: np.ndarray,
+    widths: list[int],
+    fixed: list[int] | None,
+) -> list[tuple[int, int]]:
+    """One pass of ``choose_savgol`` with reference fits of ``widths`` samples (one per column)."""
+    n, d = x.shape
+    references = []
+    for width in widths:
+        width = min(width, n)
+        references.append(local_polynomial(t, width, min(_SG_REFERENCE[1], width - 2), rows)[1])
+    target = np.column_stack([ref.apply(x[:, j : j + 1])[:, 0] for j, ref in enumerate(references)])
+    shared = noise**2 * np.array([ref.frobenius2() for ref in references])
     best = np.full(d, np.inf)
     choice = [_fit_window(5, 3 if fixed is None else fixed[j], n) for j in range(d)]
     for order in sorted(set(fixed)) if fixed is not None else _SG_ORDERS:
@@ -369,11 +395,9 @@ def choose_savgol(
         since_best = np.zeros(d, dtype=int)
         for window in _candidate_windows(n, order):
             _, slope = local_polynomial(t, window, order, rows)
-            risk = (
-                np.sum((slope.apply(x) - target) ** 2, axis=0)
-                + 2 * noise**2 * slope.inner(reference)
-                - shared
-            ) / rows.size
+            inner = np.array([slope.inner(ref) for ref in references])
+            risk = (np.sum((slope.apply(x) - target) ** 2, axis=0) + 2 * noise**2 * inner - shared)
+            risk /= rows.size
             improved = risk < order_best
             order_best = np.where(improved, risk, order_best)
             since_best = np.where(improved, 0, since_best + 1)
@@ -381,7 +405,7 @@ def choose_savgol(
                 best[j], choice[j] = risk[j], (window, order)
             if np.all(since_best[wanted] >= _SG_PATIENCE):
                 break
-    return tuple(w for w, _ in choice), tuple(o for _, o in choice)
+    return choice
 
 
 def _candidate_windows(n: int, order: int) -> list[int]:
@@ -530,12 +554,27 @@ def _tv_fit(
         bands[1, 1 : n - 1] += weight * coef[:, 0] * coef[:, 1]
         bands[1, 2:n] += weight * coef[:, 1] * coef[:, 2]
         bands[0, 2:n] += weight * coef[:, 0] * coef[:, 2]
-        new = scipy.linalg.solveh_banded(bands, f, check_finite=False)
+        try:
+            new = scipy.linalg.solveh_banded(bands, f, check_finite=False)
+        except np.linalg.LinAlgError:
+            # Near-coincident samples make the slope jumps' weights so large that rounding
+            # spoils positive definiteness; LU with pivoting still solves the system.
+            new = scipy.linalg.solve_banded((2, 2), _full_bands(bands), f, check_finite=False)
         change = np.linalg.norm(new - g) / (np.linalg.norm(new) + 1e-300)
         g = new
         if change < tol:
             break
     return g
+
+
+def _full_bands(upper: np.ndarray) -> np.ndarray:
+    """(5, n) (2, 2)-banded storage of the symmetric matrix given by its (3, n) upper bands."""
+    n = upper.shape[1]
+    full = np.zeros((5, n))
+    full[:3] = upper
+    full[3, : n - 1] = upper[1, 1:]
+    full[4, : n - 2] = upper[0, 2:]
+    return full
 
 
 def _tv_discrepancy(f: np.ndarray, steps: np.ndarray, noise: float, max_iter: int, tol: float) -> np.ndarray:

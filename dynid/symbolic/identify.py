@@ -1,11 +1,11 @@
 """Governing equations without hand tuning: the ``dynid symbolic`` pipeline.
 
 1. Regression rows. Continuous time: the noise level of each variable is estimated from the data
-   (``noise.estimate_noise``); below ``WEAK_FORM_NOISE`` (relative to the signal) the targets
-   are derivatives from the method ``derivatives.choose_method`` picks for that noise and the
-   library is evaluated on the correspondingly smoothed states; above it the weak (integral)
-   form is used, which never differentiates the data. Discrete time (maps): targets x[k+1],
-   library at x[k].
+   (``noise.estimate_noise``). When noise puts under 2 % error on a 4th-order finite
+   difference (``derivatives.choose_method`` picks it: noise-free or nearly so), the targets
+   are those derivatives, with a floor at their estimated truncation error; otherwise the weak
+   (integral) form is used (``weak_form``), which never differentiates the data. Discrete time
+   (maps): targets x[k+1], library at x[k].
 2. Candidate libraries of growing richness (``AUTO_LIBRARIES``, plus user terms in each), each
    scored per equation by ``selection.select``: the STLSQ path and exact best subsets, chosen by
    AICc (or BIC) on held-out contiguous blocks of rows. Across libraries the lowest held-out
@@ -32,8 +32,6 @@ AUTO_LIBRARIES = (
 )
 # Rounds of select -> refine constants -> select again for libraries with constants.
 REFINE_ROUNDS = 3
-# Relative noise (noise std / signal std, largest over variables) above which the weak form is used.
-WEAK_FORM_NOISE = 0.02
 # Held-out share of the rows, in this many interleaved contiguous blocks per trial.
 VALIDATION_FRACTION = 0.2
 VALIDATION_BLOCKS = 3
@@ -237,7 +235,10 @@ def _regression_rows(data: Dataset, options: SymbolicOptions) -> _Rows:
     relative = np.max([noise_to_signal(trial.x, trial.t) for trial in used], axis=0)
     method = options.derivative
     if method == "auto":
-        method = "weak" if float(np.max(relative)) > WEAK_FORM_NOISE else "auto"
+        from dynid.symbolic.derivatives import choose_method
+
+        clean = all(choose_method(trial.x, trial.t)[0] == "finite_difference" for trial in used)
+        method = "finite_difference" if clean else "weak"
     details = {"noise_to_signal": relative.tolist(), "trials_skipped": len(short)}
     if method == "weak":
         return _weak_rows(used, data, details)
@@ -295,11 +296,11 @@ def truncation_error(x: np.ndarray, t: np.ndarray, derivative: np.ndarray) -> np
 def _weak_rows(trials: list, data: Dataset, details: dict[str, Any]) -> _Rows:
     from scipy import sparse
 
-    from dynid.symbolic.weak import integration_operator
+    from dynid.symbolic.weak_form import integration_operator
 
     operators, targets, windows = [], [], []
     for trial in trials:
-        phi, dphi = integration_operator(trial.t)
+        phi, dphi = integration_operator(trial.t, trial.x)
         operators.append(phi)
         targets.append(-(dphi @ trial.x))
         windows.append(phi.shape[0])
@@ -361,12 +362,19 @@ def _select_in(candidate: _Candidate, y: np.ndarray, rows: _Rows, train: np.ndar
         criterion=options.criterion,  # type: ignore[arg-type]
         max_terms=options.max_terms,
         error_floor=float(rows.target_error[i]),
+        val_blocks=_block_labels(val),
     )
     support = np.zeros(len(candidate.termset), dtype=bool)
     support[columns[selection.best.support]] = True
     coef = np.zeros(len(candidate.termset))
     coef[columns] = selection.best.coef
     return _Choice(candidate, support, coef, selection, columns)
+
+
+def _block_labels(mask: np.ndarray) -> np.ndarray:
+    """For the True entries of ``mask``: which contiguous run of True each belongs to."""
+    starts = np.diff(np.concatenate([[0], mask.astype(np.int8)])) == 1
+    return np.cumsum(starts)[mask]
 
 
 def _refine_selection(choice: _Choice, y: np.ndarray, rows: _Rows, train: np.ndarray, val: np.ndarray, options: SymbolicOptions, i: int) -> _Choice:

@@ -372,6 +372,9 @@ def _library_part(part: str, text: str) -> Library:
 
 SPEC_FORMAT = "dynid.symbolic.termset/1"
 
+# (expression, constant names, n_states, n_inputs, derivative variable) -> compiled term.
+_COMPILED: dict[tuple[Any, ...], tuple[list[str], Any]] = {}
+
 
 @dataclass
 class TermSet:
@@ -469,9 +472,14 @@ class TermSet:
         return out
 
     def _compiled(self, index: int, wrt: str | None) -> tuple[list[str], Any]:
-        """(argument names, numpy function) of term ``index`` or of its derivative by ``wrt``."""
-        key = ("function", index, wrt)
-        if key not in self._cache:
+        """(argument names, numpy function) of term ``index`` or of its derivative by ``wrt``.
+
+        Compiled functions are shared by every TermSet through ``_COMPILED``: the libraries of a
+        sweep repeat the same terms, and lambdify costs milliseconds per term.
+        """
+        term = self.terms[index]
+        key = (term.expr, tuple(term.constant_names), self.n_states, self.n_inputs, wrt)
+        if key not in _COMPILED:
             import sympy
 
             expression = self.symbolic(index)
@@ -479,8 +487,8 @@ class TermSet:
                 expression = sympy.diff(expression, sympy.Symbol(wrt))
             symbols = sorted(expression.free_symbols, key=lambda s: s.name)
             function = sympy.lambdify(symbols, expression, modules="numpy")
-            self._cache[key] = ([s.name for s in symbols], function)
-        return self._cache[key]
+            _COMPILED[key] = ([s.name for s in symbols], function)
+        return _COMPILED[key]
 
     def _namespace(self, x, u, constants) -> tuple[int, dict[str, Any]]:
         """(n, {coordinate name: (n,) samples, constant name: value})."""

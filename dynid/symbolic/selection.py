@@ -12,11 +12,17 @@ terms. With n scored rows, k = number of terms and MSE the mean squared residual
 (Hurvich & Tsai 1989; Schwarz 1978; scoring held-out rows as in Mangan et al. 2017). MSEs below
 (1e-10 RMS(y))^2 count as round-off and are raised to it, so on noise-free data every exact model
 ties on the first term and the one with fewest terms wins.
+
+Rows of a time series are not independent: a smoothed derivative's errors are correlated over
+the smoothing window, weak-form rows over overlapping test functions. Counting every row as
+independent evidence makes tiny improvements look significant and lets spurious terms in. So
+n is the effective number of rows, n / tau, with tau the integrated autocorrelation time of the
+held-out residuals of the best model (Sokal's windowed estimate, within contiguous blocks).
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Literal
 
 import numpy as np
@@ -99,6 +105,7 @@ def select(
     criterion: Criterion = "aicc",
     max_terms: int | None = None,
     error_floor: float = 0.0,
+    val_blocks: np.ndarray | None = None,
 ) -> Selection:
     """Choose the sparse support of one equation y ≈ theta @ coef by an information criterion.
 
@@ -108,6 +115,8 @@ def select(
     subsets of sizes 1, 2, ... until ``PATIENCE`` sizes in a row brought no improvement, or
     ``max_terms`` (a cap on the best-subset size; default: no cap but p).
 
+    ``val_blocks``: (m,) label of the contiguous block each held-out row belongs to, so that
+    residual autocorrelations are not taken across block boundaries (default: one block).
     ``error_floor``: RMS error of the targets themselves that is not noise, e.g. the truncation
     error of a finite-difference derivative (units of y). Residuals below it carry no
     information, so the criterion never rewards an MSE below ``error_floor**2``: without it,
@@ -147,6 +156,11 @@ def select(
                 break
 
     candidates = sorted(scored.values(), key=lambda c: (c.n_terms, c.criterion))
+    if theta_val is not None:
+        leader = min(candidates, key=lambda c: (c.criterion, c.n_terms))
+        tau = autocorrelation_time(scorer.residual(leader.support), val_blocks)
+        if tau > 1.0:
+            candidates = [scorer.rescored(c, tau) for c in candidates]
     return Selection(
         best=min(candidates, key=lambda c: (c.criterion, c.n_terms)),
         pareto=pareto_front(candidates),
@@ -156,6 +170,27 @@ def select(
         subset_search=describe_subset_search(problem.p, exact, MAX_NODES, MAX_EXACT_P)
         + f", sizes 1-{largest}",
     )
+
+
+def autocorrelation_time(residual: np.ndarray, blocks: np.ndarray | None = None) -> float:
+    """Integrated autocorrelation time (>= 1) of ``residual`` (m,), pooled over contiguous
+    ``blocks`` (labels, (m,)): 1 + 2 sum_k rho_k, summed while rho_k stays positive (Sokal's
+    automatic window: stop at the first lag where the estimate is no longer positive)."""
+    r = np.asarray(residual, dtype=float)
+    labels = np.zeros(r.size, dtype=int) if blocks is None else np.asarray(blocks)
+    pieces = [r[labels == b] - r[labels == b].mean() for b in np.unique(labels)]
+    variance = sum(float(p @ p) for p in pieces)
+    if variance <= 0:
+        return 1.0
+    tau = 1.0
+    longest = max(p.size for p in pieces)
+    for lag in range(1, longest // 2):
+        covariance = sum(float(p[:-lag] @ p[lag:]) for p in pieces if p.size > lag)
+        rho = covariance / variance
+        if rho <= 0:
+            break
+        tau += 2.0 * rho
+    return tau
 
 
 def pareto_front(candidates: list[Candidate]) -> list[Candidate]:
@@ -190,6 +225,18 @@ class _Scorer:
         self.criterion = criterion
         scored_y = problem.y_norm**2 / problem.n_rows if y_val is None else np.mean(y_val**2)
         self.mse_floor = max(_ROUND_OFF**2 * scored_y, error_floor**2, np.finfo(float).tiny)
+
+    def residual(self, support: np.ndarray) -> np.ndarray:
+        """Held-out residuals (m,) of the support's training-row fit."""
+        coef = self.problem.to_coef(self.problem.fit(support))
+        return self.y_val - self.theta_val @ coef
+
+    def rescored(self, candidate: Candidate, tau: float) -> Candidate:
+        """``candidate`` with its criterion recomputed on n / tau effective rows."""
+        n = self.y_val.size / tau
+        mse = max(candidate.val_error**2, self.mse_floor)
+        value = information_criterion(mse, max(int(round(n)), 1), candidate.n_terms, self.criterion)
+        return replace(candidate, criterion=float(value))
 
     def __call__(self, support: np.ndarray) -> Candidate:
         problem = self.problem

@@ -1,0 +1,83 @@
+"""The weak (integral) form of dx/dt = Xi Theta(x): regression without differentiating data.
+
+Multiply by a smooth test function phi_k with compact support [a_k, b_k] and integrate by parts
+(phi_k vanishes at both ends):  int phi_k Theta(x) dt Xi = - int phi_k' x dt.  Both sides are
+integrals of the data, which average measurement noise instead of amplifying it (Messenger &
+Bortz 2021, WSINDy; Reinbold, Gurevich & Grigoriev 2020). With the quadrature weights folded in,
+each side is a linear operator on the samples: G = Phi @ Theta(x), B = -dPhi @ x.
+
+Test functions: phi(t) = ((t - a)(b - t))^p / max, p = ``DEGREE``; supports of ``2 m + 1``
+samples whose centres step by ``m // 2`` samples (overlapping windows). The half-width m is the
+data's decorrelation time (the first lag where the mean autocorrelation of the centred states
+drops below 1/e), clipped to [``MIN_HALF_WIDTH``, n / 6]: a window about one correlation time
+wide averages the noise over many samples but does not blur the dynamics' own time scale.
+Trapezoid quadrature on the actual times, so irregular sampling works.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from scipy import sparse
+
+DEGREE = 4
+MIN_HALF_WIDTH = 4
+
+
+def integration_operator(
+    t: np.ndarray, x: np.ndarray, *, half_width: int | None = None
+) -> tuple[sparse.csr_matrix, sparse.csr_matrix]:
+    """(Phi, dPhi), each (K, n) sparse: row k holds phi_k(t_j) w_j and phi_k'(t_j) w_j.
+
+    t: (n,) increasing times; x: (n, d) states (only used to choose the window width);
+    half_width: samples on each side of a window centre (default: the rule in the module doc).
+    Then ``Phi @ Theta`` (K, p) and ``-(dPhi @ x)`` (K, d) are the weak-form regression rows.
+    """
+    n = t.shape[0]
+    m = decorrelation_samples(x) if half_width is None else int(half_width)
+    m = int(np.clip(m, MIN_HALF_WIDTH, max(MIN_HALF_WIDTH, n // 6)))
+    if n < 2 * m + 1:
+        raise ValueError(f"{n} samples are too few for weak-form windows of {2 * m + 1}")
+    weights = _trapezoid_weights(t)
+    stride = max(1, m // 2)
+    rows, cols, values, slopes = [], [], [], []
+    for k, start in enumerate(range(0, n - 2 * m, stride)):
+        index = np.arange(start, start + 2 * m + 1)
+        a, b = t[index[0]], t[index[-1]]
+        s = t[index]
+        base = (s - a) * (b - s)
+        scale = ((b - a) / 2.0) ** (2 * DEGREE)  # phi's maximum, so values are O(1)
+        phi = base**DEGREE / scale
+        dphi = DEGREE * base ** (DEGREE - 1) * (a + b - 2 * s) / scale
+        rows.append(np.full(index.size, k))
+        cols.append(index)
+        values.append(phi * weights[index])
+        slopes.append(dphi * weights[index])
+    shape = (len(rows), n)
+    r, c = np.concatenate(rows), np.concatenate(cols)
+    phi_op = sparse.csr_matrix((np.concatenate(values), (r, c)), shape=shape)
+    dphi_op = sparse.csr_matrix((np.concatenate(slopes), (r, c)), shape=shape)
+    return phi_op, dphi_op
+
+
+def decorrelation_samples(x: np.ndarray) -> int:
+    """First lag (samples) where the mean autocorrelation of x's centred columns is < 1/e."""
+    x = np.asarray(x, dtype=float)
+    x = x[:, None] if x.ndim == 1 else x
+    centred = x - x.mean(axis=0)
+    n = centred.shape[0]
+    size = 1 << (2 * n - 1).bit_length()
+    spectrum = np.fft.rfft(centred, size, axis=0)
+    acf = np.fft.irfft(np.abs(spectrum) ** 2, size, axis=0)[:n]
+    with np.errstate(invalid="ignore", divide="ignore"):
+        acf = acf / acf[0]
+    mean = np.nanmean(acf, axis=1)
+    below = np.flatnonzero(mean < np.exp(-1.0))
+    return int(below[0]) if below.size else n // 6
+
+
+def _trapezoid_weights(t: np.ndarray) -> np.ndarray:
+    steps = np.diff(t)
+    weights = np.zeros_like(t, dtype=float)
+    weights[:-1] += steps / 2
+    weights[1:] += steps / 2
+    return weights
