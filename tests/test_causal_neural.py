@@ -95,12 +95,17 @@ def test_graph_contents(l96_graph):
     g = l96_graph
     assert np.all(np.diag(g.score_matrix) == 0) and np.all(np.diag(g.adjacency) == 0)
     norms = np.array(doc["weight_norm"])  # [source][target][lag-1], self-lags on the diagonal
-    np.testing.assert_allclose(g.score_matrix, np.sqrt((norms**2).sum(axis=2)) * (1 - np.eye(10)))
+    source_norm = np.sqrt((norms**2).sum(axis=2)) * (1 - np.eye(10))
+    np.testing.assert_allclose(doc["source_norm"], source_norm)
     for edge in g.edges:
         s, t = g.variables.index(edge.source), g.variables.index(edge.target)
         assert edge.strength == pytest.approx(norms[s, t, edge.lag - 1])
         assert edge.significant == (edge.strength > 0)
-    assert np.array_equal(g.adjacency, (g.score_matrix > 0).astype(int))
+    assert np.array_equal(g.adjacency, (source_norm > 0).astype(int))
+    # The exit penalty lies on the path's scale: 0, or between its first and twice its last lam.
+    score = g.score_matrix[~np.eye(10, dtype=bool)]
+    lam = np.array(path["lambda"])
+    assert np.all((score == 0) | ((score >= lam[0]) & (score < 2 * lam[-1])))
 
 
 # -- training --------------------------------------------------------------------------------------
@@ -115,14 +120,18 @@ def test_seeded_runs_repeat_exactly_on_cpu():
     assert not np.array_equal(first.extra["weight_norm"], other.extra["weight_norm"])
 
 
-def test_larger_penalty_prunes_more():
-    data, _ = var_data(n=400)
+def test_given_penalty():
+    data, truth = var_data(n=400)
     light = discover(data, "neural", ["lam=0.02", "max_iter=100"], max_lag=2, seed=0)
     heavy = discover(data, "neural", ["lam=1.0", "max_iter=100"], max_lag=2, seed=0)
     assert heavy.adjacency.sum() < light.adjacency.sum()
     assert np.count_nonzero(heavy.extra["weight_norm"]) < np.count_nonzero(
         light.extra["weight_norm"]
     )
+    # With lam given, the links kept at lam are exactly those whose exit penalty reaches it.
+    off = ~np.eye(5, dtype=bool)
+    np.testing.assert_array_equal(heavy.adjacency[off], heavy.score_matrix[off] >= 1.0)
+    assert auroc(heavy.score_matrix, truth) > 0.9
 
 
 def test_hierarchical_prox():

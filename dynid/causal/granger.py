@@ -60,7 +60,10 @@ class Granger(CausalMethod):
     with ``-p penalty=group-lasso`` the group-lasso VAR of ``dynid.causal.group_lasso``."""
 
     name = "granger"
-    summary = "conditional (multivariate) VAR Granger causality: F/t-tests per link and lag"
+    summary = (
+        "conditional (multivariate) VAR Granger causality: F/t-tests per link and lag, or a "
+        "group-lasso VAR for many variables and few samples"
+    )
     Params = GrangerParams
 
     def discover(self, data: Dataset, settings: CausalSettings) -> CausalGraph:

@@ -38,11 +38,13 @@ import numpy as np
 from dynid.causal.granger import check_series
 from dynid.causal.graph import CausalGraph, Edge
 from dynid.data.dataset import Dataset
-from dynid.errors import UsageError
+from dynid.errors import DataError
 from dynid.models.linear_tools import lagged_design
 
 P_VALUES_UNAVAILABLE = "not available: significance is the group-lasso support"
-LAMBDA_RULE = "largest lambda within one standard error of the minimum {k}-fold CV error (per target)"
+LAMBDA_RULE = (
+    "largest lambda within one standard error of the minimum {k}-fold CV error, per target"
+)
 
 
 @dataclass(frozen=True)
@@ -155,17 +157,18 @@ def group_lasso_granger(
                          "cv_se": fit.cv_se, "n_active": fit.n_active}
     return support_graph(data.variables, "granger", lags, alpha, strength,
                          np.repeat(fit.support[:, :, None], lags, axis=2), fit.entry_penalty,
-                         P_VALUES_UNAVAILABLE, extra)
+                         extra)
 
 
 def support_graph(
     variables: tuple[str, ...], method: str, max_lag: int, alpha: float, strength: np.ndarray,
-    significant: np.ndarray, score: np.ndarray, p_value_note: str, extra: dict[str, Any],
+    significant: np.ndarray, score: np.ndarray, extra: dict[str, Any],
 ) -> CausalGraph:
     """A CausalGraph for a sparsity-based method, whose significance is its support.
 
     strength, significant: (d, d, max_lag) ``[source][target][lag - 1]``; score: (d, d).
-    Every edge's p-value is NaN and ``extra["p_values"]`` says why; self-links are not edges.
+    Every edge's p-value is NaN (null in JSON) and ``extra["p_values"]`` says why; self-links
+    are not edges.
     """
     d = len(variables)
     cross = ~np.eye(d, dtype=bool)
@@ -183,7 +186,7 @@ def support_graph(
         edges=edges,
         score_matrix=np.where(cross, score, 0.0),
         adjacency=significant.any(axis=2).astype(np.int8),
-        extra={"p_values": p_value_note, **extra},
+        extra={"p_values": P_VALUES_UNAVAILABLE, **extra},
     )
 
 
@@ -211,7 +214,7 @@ class _Problem:
         z_mean, z_std = regressors.mean(axis=0), regressors.std(axis=0)
         y_mean, y_std = targets.mean(axis=0), targets.std(axis=0)
         if np.any(z_std == 0) or np.any(y_std == 0):
-            raise UsageError("group-lasso VAR needs columns that vary over the regression rows")
+            raise DataError("group-lasso VAR needs columns that vary over the regression rows")
         z = (regressors - z_mean) / z_std
         y = (targets - y_mean) / y_std
         return cls(z, y, z_mean, z_std, y_mean, y_std, lags)
@@ -220,8 +223,10 @@ class _Problem:
     def d(self) -> int:
         return int(self.y.shape[1])
 
-    def result(self, b: np.ndarray, lam: np.ndarray, kkt: np.ndarray, **path: Any) -> GroupLassoVAR:
-        """Unstandardise coefficients b (L*d, d) into a GroupLassoVAR."""
+    def result(
+        self, b: np.ndarray, lam: np.ndarray, kkt: np.ndarray, **path: Any
+    ) -> GroupLassoVAR:
+        """Unstandardise coefficients b (L*d, d) into a GroupLassoVAR (kkt: the path score)."""
         d, lags = self.d, self.lags
         raw = b / self.z_std[:, None] * self.y_std[None, :]
         intercept = self.y_mean - self.z_mean @ raw
@@ -242,7 +247,7 @@ class _Solver:
 
     def __init__(self, z: np.ndarray, y: np.ndarray, lags: int, tol: float, max_iter: int):
         n = z.shape[0]
-        self.z, self.y, self.lags, self.d = z, y, lags, y.shape[1]
+        self.lags, self.d = lags, y.shape[1]
         self.gram = z.T @ z / n  # (L*d, L*d)
         self.cross = z.T @ y / n  # (L*d, d)
         self.step = 1.0 / max(float(np.linalg.eigvalsh(self.gram)[-1]), 1e-12)
@@ -270,6 +275,7 @@ class _Solver:
         return np.maximum(self._kkt(self.start).max(axis=0), 1e-12)
 
     def kkt_score(self, path: np.ndarray) -> np.ndarray:
+        """(d, d) the KKT statistic's largest value over path solutions (K, L*d, d)."""
         return np.max([self._kkt(b) for b in path], axis=0)
 
     def path(self, lams: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

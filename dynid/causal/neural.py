@@ -36,6 +36,11 @@ standard error of the smallest (the 1-SE rule, favouring the sparser network; th
 is that of the smallest mean over the held-out rows), and the networks are then refitted on all
 the data at their lam. The path stops once every network has pruned all its inputs or has passed
 its 1-SE threshold.
+
+Scores: a link is significant when its weights are nonzero at the chosen lam; ``strength`` is
+their norm. To rank every pair, selected or not, ``score_matrix`` holds the penalty the link
+survives along the path (its exit penalty, interpolated by its weight norm; see
+``_exit_penalty``), the single-number form of tracing the ROC by sweeping lam as Tank et al. do.
 """
 
 from __future__ import annotations
@@ -58,7 +63,6 @@ from dynid.params import Hyperparameters, param
 if TYPE_CHECKING:
     import torch
 
-P_VALUES_UNAVAILABLE = "not available: significance is the group-lasso support"
 LAMBDA_RULE = (
     "largest lambda whose relaxed (unpenalised, support-only) refit is within one standard error "
     "of the smallest validation MSE on the last 20% of each trial, per target; then refit on all "
@@ -115,8 +119,11 @@ class NeuralGranger(CausalMethod):
     Edges (source != target, lag 1..max_lag): ``strength`` is the norm of the first-layer
     weights of that source and lag in the target's network (standardised inputs; >= 0),
     ``significant`` says it is nonzero, ``p_value`` is NaN (null in JSON): significance is the
-    penalty's support, not a test. ``score_matrix``: the norm over all lags; ``adjacency``: any
-    lag nonzero. ``alpha`` and ``correction`` are not used.
+    penalty's support, not a test. ``adjacency``: any lag nonzero. ``score_matrix``: the exit
+    penalty, how much penalty the link survives along the lam path (``_exit_penalty``; in
+    Tank et al. the ROC is likewise traced by sweeping lam), which ranks every pair, selected
+    or not; ``extra["source_norm"]`` has the norm over lags at the chosen lam. ``alpha`` and
+    ``correction`` are not used.
     """
 
     name = "neural"
@@ -136,6 +143,8 @@ class NeuralGranger(CausalMethod):
             "lambda_rule": "given" if params.lam is not None else LAMBDA_RULE,
             "lambda": fit.lam,
             "strength_kind": "first_layer_weight_norm",
+            "score_kind": "exit_penalty",
+            "source_norm": fit.source_norm,
             "weight_norm": fit.weight_norm,
             "seed": fit.seed,
             "device": settings.device,
@@ -148,7 +157,7 @@ class NeuralGranger(CausalMethod):
         cross = ~np.eye(data.n_variables, dtype=bool)[:, :, None]
         lag_norms = np.where(cross, fit.weight_norm, 0.0)
         return support_graph(data.variables, self.name, lags, settings.alpha, lag_norms,
-                             lag_norms > 0, fit.source_norm, P_VALUES_UNAVAILABLE, extra)
+                             lag_norms > 0, fit.score, extra)
 
 
 @dataclass(frozen=True)
@@ -157,8 +166,9 @@ class CMLPFit:
 
     ``weight_norm`` (d, d, L) ``[source][target][lag - 1]``: ``||W_target[:, source, lag - 1]||``,
     the diagonal holding the self-lags; ``source_norm`` (d, d): the norm over lags, 0 on the
-    diagonal; ``lam`` (d,): the penalty of each target's network; ``seed``: the one used;
-    ``iterations``: proximal-gradient iterations in all. ``path`` (None when lam was given):
+    diagonal; ``score`` (d, d): the exit penalty of ``_exit_penalty``, over the lam path (or
+    the ramp up to a given lam); ``lam`` (d,): the penalty of each target's network; ``seed``:
+    the one used; ``iterations``: proximal-gradient iterations in all. ``path`` (None when lam was given):
     ``lambda`` (K,), and per path point and target (K, d) ``validation_mse`` and
     ``validation_se`` of the relaxed fits (units of each target's variance) and ``n_active``,
     the sources kept (self included).
@@ -166,6 +176,7 @@ class CMLPFit:
 
     weight_norm: np.ndarray
     source_norm: np.ndarray
+    score: np.ndarray
     lam: np.ndarray
     seed: int
     iterations: int
@@ -195,15 +206,21 @@ def fit_cmlp(
     if params.lam is not None:
         # Reach lam along the path's own ramp: warm starts converge far faster than one cold fit.
         ramp = [value for value in _path_lambdas() if value < params.lam] + [params.lam]
-        iterations = sum(trainer.fit(model, x, y, np.full(model.d, value)) for value in ramp)
-        return _result(model, np.full(model.d, params.lam), seed, iterations)
+        iterations, norms = 0, []
+        for value in ramp:
+            iterations += trainer.fit(model, x, y, np.full(model.d, value))
+            norms.append(model.source_norms().cpu().numpy())
+        score = _exit_penalty(np.array(ramp), np.array(norms))
+        return _result(model, np.full(model.d, params.lam), score, seed, iterations)
     fit_part, validation = _split(trials_x, lags, scales, dev)
     path, snapshots, iterations = _lambda_path(trainer, model, fit_part, validation)
     chosen = path.pop("chosen")
+    norms = np.array([snapshot.source_norms().cpu().numpy() for snapshot in snapshots])
+    score = _exit_penalty(path["lambda"], norms)
     lam = path["lambda"][chosen]
     model = _Stack.select(snapshots, chosen)
     iterations += trainer.fit(model, x, y, lam)
-    return _result(model, lam, seed, iterations, path)
+    return _result(model, lam, score, seed, iterations, path)
 
 
 def _device(name: str) -> torch.device:
@@ -439,7 +456,9 @@ def _converged(history: list[torch.Tensor], tolerance: float) -> bool:
     return bool(((before - now).abs() <= tolerance * now.abs().clamp(min=1e-12)).all())
 
 
-def _lambda_path(trainer: _Trainer, model: _Stack, fit_part, validation):  # type: ignore[no-untyped-def]
+def _lambda_path(  # type: ignore[no-untyped-def]
+    trainer: _Trainer, model: _Stack, fit_part, validation
+):
     """Fit along the rising lam path (``model`` is warm-started and ends at the last point).
 
     Returns the path record (see ``CMLPFit.path``) with the chosen index per target under
@@ -500,7 +519,25 @@ def _one_standard_error(squared: np.ndarray) -> tuple[np.ndarray, np.ndarray, np
     return squared.shape[0] - 1 - np.argmax(within[::-1], axis=0), within, se
 
 
-def _result(model: _Stack, lam: np.ndarray, seed: int, iterations: int,
+def _exit_penalty(lambdas: np.ndarray, norms: np.ndarray) -> np.ndarray:
+    """(d, d) ``[source][target]``: how much penalty each link survives along a rising path.
+
+    lambdas (K,) ascending; norms (K, d, d) ``[point, target, source]``. A source last nonzero in
+    the target's network at ``lam_k`` (with weight norm ``n`` there) is pruned somewhere before
+    the next point ``LAMBDA_FACTOR * lam_k``; its score interpolates in between by its norm,
+    ``lam_k * (1 + (LAMBDA_FACTOR - 1) * n / (1 + n))``, so scores from different points never
+    interleave and ties within one are broken by strength. Never nonzero: 0. Diagonal: 0.
+    """
+    alive = norms > 0
+    last = norms.shape[0] - 1 - np.argmax(alive[::-1], axis=0)  # (target, source)
+    norm = np.take_along_axis(norms, last[None], axis=0)[0]
+    score = lambdas[last] * (1.0 + (LAMBDA_FACTOR - 1.0) * norm / (1.0 + norm))
+    score = np.where(alive.any(axis=0), score, 0.0).T
+    np.fill_diagonal(score, 0.0)
+    return score
+
+
+def _result(model: _Stack, lam: np.ndarray, score: np.ndarray, seed: int, iterations: int,
             path: dict[str, np.ndarray] | None = None) -> CMLPFit:
     """The first layer's norms as ``[source][target]`` arrays."""
     import torch
@@ -510,6 +547,6 @@ def _result(model: _Stack, lam: np.ndarray, seed: int, iterations: int,
     weight_norm = per_lag.transpose(1, 0, 2)  # (target, source, lag) -> (source, target, lag)
     source_norm = np.sqrt(np.sum(weight_norm**2, axis=2))
     np.fill_diagonal(source_norm, 0.0)
-    return CMLPFit(weight_norm=weight_norm, source_norm=source_norm,
+    return CMLPFit(weight_norm=weight_norm, source_norm=source_norm, score=score,
                    lam=np.asarray(lam, dtype=float), seed=seed, iterations=int(iterations),
                    path=path)

@@ -9,8 +9,10 @@ each side is a linear operator on the samples: G = Phi @ Theta(x), B = -dPhi @ x
 Test functions: phi(t) = ((t - a)(b - t))^p / max, p = ``DEGREE``; supports of ``2 m + 1``
 samples whose centres step by ``m // 2`` samples (overlapping windows). The half-width m is the
 data's decorrelation time (the first lag where the mean autocorrelation of the centred states
-drops below 1/e), clipped to [``MIN_HALF_WIDTH``, n / 6]: a window about one correlation time
-wide averages the noise over many samples but does not blur the dynamics' own time scale.
+drops below 1/e), at most n / ``MIN_WINDOWS`` and at least ``MIN_HALF_WIDTH``: a window about one
+correlation time wide averages the noise over many samples but does not blur the dynamics' own
+time scale, and the cap keeps enough rows (about 2 * MIN_WINDOWS) for held-out selection when
+the record is one slow relaxation (whose "correlation time" is the whole record).
 Trapezoid quadrature on the actual times, so irregular sampling works.
 """
 
@@ -21,6 +23,7 @@ from scipy import sparse
 
 DEGREE = 4
 MIN_HALF_WIDTH = 4
+MIN_WINDOWS = 40
 
 
 def integration_operator(
@@ -34,7 +37,7 @@ def integration_operator(
     """
     n = t.shape[0]
     m = decorrelation_samples(x) if half_width is None else int(half_width)
-    m = int(np.clip(m, MIN_HALF_WIDTH, max(MIN_HALF_WIDTH, n // 6)))
+    m = int(np.clip(m, MIN_HALF_WIDTH, max(MIN_HALF_WIDTH, n // MIN_WINDOWS)))
     if n < 2 * m + 1:
         raise ValueError(f"{n} samples are too few for weak-form windows of {2 * m + 1}")
     weights = _trapezoid_weights(t)
