@@ -110,14 +110,23 @@ def weak_system_trials(
     rows_g, rows_b, spans, owner, sizes = [], [], [], [], []
     for index, (theta, x, t) in enumerate(trials):
         nodes, weights, values = quadrature(t, np.hstack([theta, x]), degree)
-        phi, dphi, span = test_functions(t, window, degree, n_windows, at=nodes)
-        scale = 1.0 / (phi @ weights)[:, None]  # unit integral: rows of G are averages
-        phi, dphi = phi * scale, dphi * scale
-        rows_g.append((phi * weights) @ values[:, : theta.shape[1]])
-        rows_b.append(-(dphi * weights) @ values[:, theta.shape[1] :])
+        span = window_spans(t, window, n_windows)
+        g = np.empty((span.shape[0], theta.shape[1]))
+        b = np.empty((span.shape[0], x.shape[1]))
+        # Each test function lives on a short stretch of nodes: integrate over that only.
+        lows = np.searchsorted(nodes, span[:, 0], side="left")
+        highs = np.searchsorted(nodes, span[:, 1], side="right")
+        for k, (low, high) in enumerate(zip(lows, highs, strict=True)):
+            phi, dphi = test_function(nodes[low:high], span[k, 0], span[k, 1], degree)
+            w = weights[low:high]
+            scale = 1.0 / (phi @ w)  # unit integral: the rows of G are averages
+            g[k] = scale * ((phi * w) @ values[low:high, : theta.shape[1]])
+            b[k] = -scale * ((dphi * w) @ values[low:high, theta.shape[1] :])
+        rows_g.append(g)
+        rows_b.append(b)
         spans.append(span)
         owner.append(np.full(span.shape[0], index))
-        sizes.append([np.count_nonzero((t > a) & (t < b)) for a, b in span])
+        sizes.append(np.searchsorted(t, span[:, 1]) - np.searchsorted(t, span[:, 0]) - 1)
         if window > t[-1] - t[0]:
             rule = "record"  # the trial is shorter than the width: one window over all of it
     spans_all = np.concatenate(spans)
@@ -169,42 +178,36 @@ def _check_trial(theta: np.ndarray, x: np.ndarray, t: np.ndarray) -> tuple[np.nd
     return theta, x, t
 
 
-def test_functions(
-    t: np.ndarray,
-    window: float,
-    degree: int,
-    n_windows: int | None = None,
-    *,
-    at: np.ndarray | None = None,
-) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Test functions phi_k and phi_k' for a record sampled at t, and their supports.
+def window_spans(t: np.ndarray, window: float, n_windows: int | None = None) -> np.ndarray:
+    """Supports (K, 2) [a_k, b_k] of the test functions of a record sampled at t (n,).
 
-    t: (n,) sample times (they place the windows); window: support width (time units),
-    clipped to the record; n_windows: how many (default: centres a quarter width apart);
-    at: (m,) where to evaluate (default t). Returns phi (K, m), dphi (K, m) per time unit and
-    spans (K, 2) [a_k, b_k], which are sample times. phi is unnormalised ((1 - s^2)^degree,
-    peak 1); ``weak_system`` scales it to unit integral.
+    window: width (time units), clipped to the record; n_windows: how many (default: centres a
+    quarter width apart). The ends are sample times, so the integrands are polynomial on every
+    sampling interval (exact Gauss quadrature on irregular grids, exact trapezoid ends on
+    uniform ones); on an irregular grid the widths vary by up to a sampling interval.
     """
-    at = t if at is None else at
     span = float(t[-1] - t[0])
     width = min(window, span)
     count = _default_count(span, width) if n_windows is None else max(int(n_windows), 1)
-    starts = t[0] + np.linspace(0.0, span - width, count)
-    # Supports start and end on samples: the integrands are then polynomial on every sampling
-    # interval (exact Gauss quadrature on irregular grids, exact trapezoid ends on uniform
-    # ones). On an irregular grid the widths vary by up to a sampling interval.
-    first = _nearest(t, starts)
+    first = _nearest(t, t[0] + np.linspace(0.0, span - width, count))
     last = np.maximum(_nearest(t, t[first] + width), first + 2)
     keep = last < t.shape[0]
-    first, last = first[keep], last[keep]
-    a, b = t[first], t[last]
-    half = (b - a)[:, None] / 2
-    s = (at[None, :] - (a[:, None] + half)) / half  # (K, m), in [-1, 1] on the support
+    return np.column_stack([t[first[keep]], t[last[keep]]])
+
+
+def test_function(at: np.ndarray, a: float, b: float, degree: int) -> tuple[np.ndarray, np.ndarray]:
+    """phi = (1 - s^2)^degree with s = (2 t - a - b) / (b - a), and dphi/dt, at times ``at``.
+
+    Zero outside [a, b]; unnormalised (peak 1; ``weak_system`` scales it to unit integral).
+    dphi is per time unit.
+    """
+    half = (b - a) / 2
+    s = (at - (a + half)) / half
     inside = np.abs(s) < 1
     base = np.where(inside, 1 - s**2, 0.0)
     phi = base**degree
     dphi = np.where(inside, -2 * degree * s * base ** (degree - 1), 0.0) / half
-    return phi, dphi, np.column_stack([a, b])
+    return phi, dphi
 
 
 def _nearest(t: np.ndarray, times: np.ndarray) -> np.ndarray:

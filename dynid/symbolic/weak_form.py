@@ -13,7 +13,8 @@ drops below 1/e), at most n / ``MIN_WINDOWS`` and at least ``MIN_HALF_WIDTH``: a
 correlation time wide averages the noise over many samples but does not blur the dynamics' own
 time scale, and the cap keeps enough rows (about 2 * MIN_WINDOWS) for held-out selection when
 the record is one slow relaxation (whose "correlation time" is the whole record).
-Trapezoid quadrature on the actual times, so irregular sampling works.
+Composite Simpson quadrature on the actual times (uneven-step weights), so irregular sampling
+works.
 """
 
 from __future__ import annotations
@@ -40,7 +41,6 @@ def integration_operator(
     m = int(np.clip(m, MIN_HALF_WIDTH, max(MIN_HALF_WIDTH, n // MIN_WINDOWS)))
     if n < 2 * m + 1:
         raise ValueError(f"{n} samples are too few for weak-form windows of {2 * m + 1}")
-    weights = _trapezoid_weights(t)
     stride = max(1, m // 2)
     rows, cols, values, slopes = [], [], [], []
     for k, start in enumerate(range(0, n - 2 * m, stride)):
@@ -51,10 +51,11 @@ def integration_operator(
         scale = ((b - a) / 2.0) ** (2 * DEGREE)  # phi's maximum, so values are O(1)
         phi = base**DEGREE / scale
         dphi = DEGREE * base ** (DEGREE - 1) * (a + b - 2 * s) / scale
+        weights = _simpson_weights(s)
         rows.append(np.full(index.size, k))
         cols.append(index)
-        values.append(phi * weights[index])
-        slopes.append(dphi * weights[index])
+        values.append(phi * weights)
+        slopes.append(dphi * weights)
     shape = (len(rows), n)
     r, c = np.concatenate(rows), np.concatenate(cols)
     phi_op = sparse.csr_matrix((np.concatenate(values), (r, c)), shape=shape)
@@ -78,9 +79,14 @@ def decorrelation_samples(x: np.ndarray) -> int:
     return int(below[0]) if below.size else n // 6
 
 
-def _trapezoid_weights(t: np.ndarray) -> np.ndarray:
-    steps = np.diff(t)
+def _simpson_weights(t: np.ndarray) -> np.ndarray:
+    """Composite Simpson weights on possibly uneven points t (odd count: an even number of
+    intervals), exact for piecewise quadratics; the classical 1-4-2-...-4-1 h/3 when uniform."""
     weights = np.zeros_like(t, dtype=float)
-    weights[:-1] += steps / 2
-    weights[1:] += steps / 2
+    for j in range(0, t.size - 2, 2):
+        h0, h1 = t[j + 1] - t[j], t[j + 2] - t[j + 1]
+        span = h0 + h1
+        weights[j] += span / 6 * (2 - h1 / h0)
+        weights[j + 1] += span**3 / (6 * h0 * h1)
+        weights[j + 2] += span / 6 * (2 - h0 / h1)
     return weights
