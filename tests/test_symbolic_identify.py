@@ -154,3 +154,14 @@ def test_weak_form_operator_integrates_by_parts(grid, tolerance):
     rhs = -(dphi @ x[:, 0])
     assert phi.shape[0] > 20
     np.testing.assert_allclose(lhs, rhs, rtol=0, atol=tolerance * np.abs(lhs).max())
+
+
+def test_parallel_sweep_gives_the_same_model():
+    from dynid.systems import simulate
+
+    sim = simulate("lorenz", n=2000, dt=0.005, noise=0.01, seed=2)
+    data = dynid.Dataset.from_arrays(sim.x, t=sim.t)
+    serial = dynid.fit(data, "symbolic", ["ensemble=0", "jobs=1"]).model
+    parallel = dynid.fit(data, "symbolic", ["ensemble=0", "jobs=2"]).model
+    assert serial.termset_.names == parallel.termset_.names
+    np.testing.assert_array_equal(serial.coefficients_, parallel.coefficients_)

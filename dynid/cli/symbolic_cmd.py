@@ -23,6 +23,7 @@ def symbolic(
     derivative: Annotated[Optional[str], typer.Option("--derivative", help="auto (from the estimated noise), finite_difference, savgol, spectral, tv, spline or weak.")] = None,
     discrete: Annotated[bool, typer.Option("--discrete", help="Identify a discrete-time map x[k+1] = f(x[k]).")] = False,
     ensemble: Annotated[Optional[int], typer.Option("--ensemble", min=0, help="Bootstrap models for inclusion probabilities and intervals (0: none) [default: 20].")] = None,
+    jobs: Annotated[Optional[int], typer.Option("--jobs", "-j", min=0, help="Worker processes for the sweeps (0: one per CPU) [default: 1].")] = None,
     output_format: Annotated[str, typer.Option("--format", help="text, latex or json (--json is the same as --format json).")] = "text",
     save_model: Annotated[Optional[str], typer.Option("--save-model", help="Also write the identified model as a .dynid file.")] = None,
     output: OutputPath = None,
@@ -45,7 +46,7 @@ def symbolic(
     chosen = "json" if out.json_mode else output_format
     if chosen not in FORMATS:
         raise UsageError(f"--format {output_format}: expected one of {', '.join(FORMATS)}")
-    flags = {"library": library, "terms": terms, "derivative": derivative, "ensemble": ensemble}
+    flags = {"library": library, "terms": terms, "derivative": derivative, "ensemble": ensemble, "jobs": jobs}
     assignments = [f"{k}={v}" for k, v in flags.items() if v is not None] + list(param or [])
     if discrete:
         assignments.append("discrete=true")

@@ -32,10 +32,13 @@ class SymbolicParams(Hyperparameters):
     ensemble: int = param(20, "bootstrap models for inclusion probabilities and intervals (0: none)")
     discrete: bool = param(False, "discrete-time map x[k+1] = f(x[k], u[k]) instead of an ODE")
     refine: bool = param(True, "refine constants inside nonlinear terms (x/(c+x)) by nonlinear least squares")
+    jobs: int = param(1, "worker processes for the per-equation sweeps (0: one per CPU); results do not depend on it")
 
     def __post_init__(self) -> None:
         if self.derivative not in DERIVATIVES:
             raise ValueError(f"derivative must be one of {', '.join(DERIVATIVES)}")
+        if self.jobs < 0:
+            raise ValueError("jobs must be >= 0")
         if self.ensemble < 0:
             raise ValueError("ensemble must be >= 0")
         if self.max_terms is not None and self.max_terms < 1:

@@ -52,7 +52,8 @@ class SymbolicOptions:
     derivative: "auto", a method of ``derivatives.METHODS``, or "weak";
     criterion: "aicc" or "bic"; max_terms: cap on terms per equation (None: no cap);
     ensemble: bootstrap models for uncertainty (0: none); discrete: x[k+1] = f(x[k], u[k]);
-    refine: refine constants inside nonlinear terms; seed: for the bootstrap.
+    refine: refine constants inside nonlinear terms; jobs: worker processes for the per-equation
+    sweeps (equations are independent; 0 = one per CPU); seed: for the bootstrap.
     """
 
     library: str = "auto"
@@ -63,6 +64,7 @@ class SymbolicOptions:
     ensemble: int = 20
     discrete: bool = False
     refine: bool = True
+    jobs: int = 1
     seed: int | None = None
 
 
@@ -148,7 +150,7 @@ def identify(data: Dataset, options: SymbolicOptions = SymbolicOptions()) -> Ide
         usable = np.all(np.isfinite(theta), axis=0)
         candidates.append(_Candidate(spec, termset, theta, usable))
     d = data.n_variables
-    chosen = [_best_equation(i, candidates, rows, train, val, options) for i in range(d)]
+    chosen = _choose_equations(d, candidates, rows, train, val, options)
 
     # Final term list: every equation's selected terms, constants substituted, deduplicated.
     expressions: dict[str, int] = {}
@@ -345,6 +347,33 @@ def _best_equation(i: int, candidates: list[_Candidate], rows: _Rows, train: np.
     if best is None:
         raise DataError("no library term could be evaluated on the data (all non-finite)")
     return best[1]
+
+
+# What forked sweep workers read (set just before the pool forks, so nothing is pickled there).
+_SHARED: tuple[Any, ...] = ()
+
+
+def _choose_equations(d: int, candidates: list[_Candidate], rows: _Rows, train: np.ndarray, val: np.ndarray, options: SymbolicOptions) -> list[_Choice]:
+    """``_best_equation`` for every equation, in ``options.jobs`` forked processes when > 1."""
+    import os
+
+    jobs = options.jobs if options.jobs > 0 else (os.cpu_count() or 1)
+    jobs = min(jobs, d)
+    if jobs <= 1:
+        return [_best_equation(i, candidates, rows, train, val, options) for i in range(d)]
+    import multiprocessing
+
+    global _SHARED
+    _SHARED = (candidates, rows, train, val, options)
+    try:
+        with multiprocessing.get_context("fork").Pool(jobs) as pool:
+            return pool.map(_best_equation_shared, range(d))
+    finally:
+        _SHARED = ()
+
+
+def _best_equation_shared(i: int) -> _Choice:
+    return _best_equation(i, *_SHARED)
 
 
 def _select_in(candidate: _Candidate, y: np.ndarray, rows: _Rows, train: np.ndarray, val: np.ndarray, options: SymbolicOptions, i: int) -> _Choice | None:
