@@ -766,3 +766,11 @@ _METHOD_FUNCTIONS: dict[str, Callable[..., tuple[np.ndarray, np.ndarray]]] = {
     "tv": _tv,
     "spline": _spline,
 }
+
+
+def finite_difference_suffices(x: np.ndarray, t: np.ndarray) -> bool:
+    """Rule 1 of ``choose_method`` alone: whether noise puts under ``FD_NOISE_TOL`` relative
+    error on the 5-point finite difference in every column (no window search needed)."""
+    x = _as_2d(x)
+    t = _check_times(t, x.shape[0])
+    return bool(_fd_noise_error(x, t, estimate_noise(x, t)).max() < FD_NOISE_TOL)

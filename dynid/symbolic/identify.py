@@ -237,9 +237,9 @@ def _regression_rows(data: Dataset, options: SymbolicOptions) -> _Rows:
     relative = np.max([noise_to_signal(trial.x, trial.t) for trial in used], axis=0)
     method = options.derivative
     if method == "auto":
-        from dynid.symbolic.derivatives import choose_method
+        from dynid.symbolic.derivatives import finite_difference_suffices
 
-        clean = all(choose_method(trial.x, trial.t)[0] == "finite_difference" for trial in used)
+        clean = all(finite_difference_suffices(trial.x, trial.t) for trial in used)
         method = "finite_difference" if clean else "weak"
     details = {"noise_to_signal": relative.tolist(), "trials_skipped": len(short)}
     if method == "weak":

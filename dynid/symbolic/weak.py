@@ -56,13 +56,14 @@ def weak_system(
 
     theta: (n, p) library evaluated at the samples; x: (n, d) states; t: (n,) strictly
     increasing times (irregular is fine). n_windows: test functions (evenly spaced centres;
-    default: centres every half half-width). window: full width b - a in time units (default:
-    ``choose_window``). degree: exponent of the test functions (smoothness at the window ends).
+    default: centres a quarter width apart). window: full width b - a in time units (default:
+    chosen, see ``weak_system_trials``). degree: exponent of the test functions (smoothness at
+    the window ends).
 
     Returns G (K, p), B (K, d) and info: ``K``, ``window`` (time units), ``degree``,
-    ``windows`` (K, 2) [a, b], ``trial`` (K,) zeros, ``rule`` ("given" or "corner", or "record"
-    when a trial was shorter than the width),
-    ``corner_frequency`` (rad per time unit, None when given), ``samples_per_window``.
+    ``windows`` (K, 2) [a, b], ``trial`` (K,) zeros, ``rule`` (how the width was set: "given",
+    "corner", "rows", or "record" when a trial was shorter than it), ``corner_frequency``
+    (rad per time unit; None when the width was given), ``samples_per_window`` (median).
     """
     return weak_system_trials([theta], [x], [t], n_windows=n_windows, window=window, degree=degree)
 
@@ -93,6 +94,8 @@ def weak_system_trials(
     if degree < 1:
         raise ValueError(f"test-function degree must be >= 1, got {degree}")
     trials = [_check_trial(th, x, t) for th, x, t in zip(thetas, xs, ts, strict=True)]
+    if len({(th.shape[1], x.shape[1]) for th, x, _ in trials}) > 1:
+        raise ValueError("trials differ in their number of library terms or variables")
     corner = None
     if window is None:
         window, corner = choose_window([x for _, x, _ in trials], [t for _, _, t in trials], degree)
@@ -109,19 +112,7 @@ def weak_system_trials(
         rule = "given"
     rows_g, rows_b, spans, owner, sizes = [], [], [], [], []
     for index, (theta, x, t) in enumerate(trials):
-        nodes, weights, values = quadrature(t, np.hstack([theta, x]), degree)
-        span = window_spans(t, window, n_windows)
-        g = np.empty((span.shape[0], theta.shape[1]))
-        b = np.empty((span.shape[0], x.shape[1]))
-        # Each test function lives on a short stretch of nodes: integrate over that only.
-        lows = np.searchsorted(nodes, span[:, 0], side="left")
-        highs = np.searchsorted(nodes, span[:, 1], side="right")
-        for k, (low, high) in enumerate(zip(lows, highs, strict=True)):
-            phi, dphi = test_function(nodes[low:high], span[k, 0], span[k, 1], degree)
-            w = weights[low:high]
-            scale = 1.0 / (phi @ w)  # unit integral: the rows of G are averages
-            g[k] = scale * ((phi * w) @ values[low:high, : theta.shape[1]])
-            b[k] = -scale * ((dphi * w) @ values[low:high, theta.shape[1] :])
+        g, b, span = _trial_rows(theta, x, t, window, degree, n_windows)
         rows_g.append(g)
         rows_b.append(b)
         spans.append(span)
@@ -141,6 +132,28 @@ def weak_system_trials(
         "samples_per_window": float(np.median(np.concatenate(sizes))),
     }
     return np.concatenate(rows_g), np.concatenate(rows_b), info
+
+
+def _trial_rows(
+    theta: np.ndarray, x: np.ndarray, t: np.ndarray, window: float, degree: int,
+    n_windows: int | None,
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """G (K, p), B (K, d) and the supports (K, 2) of one trial."""
+    p = theta.shape[1]
+    nodes, weights, values = quadrature(t, np.hstack([theta, x]), degree)
+    span = window_spans(t, window, n_windows)
+    g = np.empty((span.shape[0], p))
+    b = np.empty((span.shape[0], x.shape[1]))
+    # Each test function lives on a short stretch of nodes: integrate over that only.
+    lows = np.searchsorted(nodes, span[:, 0], side="left")
+    highs = np.searchsorted(nodes, span[:, 1], side="right")
+    for k, (low, high) in enumerate(zip(lows, highs, strict=True)):
+        phi, dphi = test_function(nodes[low:high], span[k, 0], span[k, 1], degree)
+        w = weights[low:high]
+        scale = 1.0 / (phi @ w)  # unit integral: the rows of G are averages
+        g[k] = scale * ((phi * w) @ values[low:high, :p])
+        b[k] = -scale * ((dphi * w) @ values[low:high, p:])
+    return g, b, span
 
 
 def _width_for_rows(ts: list[np.ndarray], rows: int) -> float:
