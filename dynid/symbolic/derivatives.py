@@ -28,8 +28,6 @@ from dataclasses import dataclass
 
 import numpy as np
 import scipy.linalg
-import scipy.signal
-import scipy.stats
 
 from dynid.data.dataset import uniform_step
 from dynid.symbolic.noise import estimate_noise
@@ -54,7 +52,7 @@ _SG_PATIENCE = 3
 _SG_REFERENCE = (15, 7)
 _SG_PASSES = 4
 # Rows on which the risk is evaluated at most (a regular subset of longer records).
-_SG_RISK_ROWS = 2000
+_SG_RISK_ROWS = 1000
 
 
 # --------------------------------------------------------------------------------------------
@@ -327,6 +325,8 @@ def _savgol(
         window, polyorder = choose_savgol(x, t, estimate_noise(x, t), polyorder)
     windows = _per_column(window, d, "window")
     orders = _per_column(3 if polyorder is None else polyorder, d, "polyorder")
+    import scipy.signal  # costly to import; only this method needs it
+
     step = uniform_step(t)
     values, slopes = np.empty_like(x), np.empty_like(x)
     for j in range(d):
@@ -509,6 +509,8 @@ def _noise_floor_cutoff(
         return float(frequency[-1])
     bins = spectrum.shape[0]
     width = 3
+    import scipy.stats
+
     while width < bins and scipy.stats.chi2.sf(3 * width * dof, width * dof) > 1e-3 / bins:
         width += 2
     power = np.abs(spectrum) ** 2 / size
