@@ -158,7 +158,7 @@ def identify(data: Dataset, options: SymbolicOptions = SymbolicOptions()) -> Ide
     for i, choice in enumerate(chosen):
         coef, constants = _refit(i, choice, rows, options)
         mapping = {}
-        for k in np.flatnonzero(choice.support):
+        for k in np.flatnonzero(coef):  # the refit may drop unresolved terms
             expression = choice.termset.expression(int(k), constants)
             mapping[int(k)] = expressions.setdefault(expression, len(expressions))
         placed.append((mapping, coef))
@@ -454,7 +454,18 @@ def _refit(i: int, choice: _Choice, rows: _Rows, options: SymbolicOptions) -> tu
     termset, support = choice.termset, choice.support
     if not support.any():
         return np.zeros(len(termset)), termset.constants
-    coef = lstsq_on_support(choice.candidate.theta, y, support)
+    theta = choice.candidate.theta
+    coef = lstsq_on_support(theta, y, support)
+    # A term contributing less than the targets' own systematic error, or less than the
+    # relative precision least squares resolves (sqrt(eps) of the target), is not supported by
+    # the data (e.g. 1e-9 x absorbing a refined constant's last digits): drop it.
+    floor = max(float(rows.target_error[i]), np.sqrt(np.finfo(float).eps) * float(np.sqrt(np.mean(y**2))))
+    if floor > 0:
+        contribution = np.sqrt(np.mean((theta * coef) ** 2, axis=0))
+        resolved = support & (contribution >= floor)
+        if resolved.any() and not np.array_equal(resolved, support):
+            support = resolved
+            coef = lstsq_on_support(theta, y, support)
     constants = termset.constants
     if options.refine:
         from dynid.symbolic.refine import refine_constants
