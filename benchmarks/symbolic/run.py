@@ -11,10 +11,11 @@ noise, fits both tools, and scores structure, coefficients and re-simulations (c
 metrics.py). Writes benchmarks/results/symbolic.json (every row, the aggregates, goals,
 timings, machine) and symbolic.md (tables); quick runs write symbolic-quick.*.
 
-BLAS is limited to one thread in every process that fits (threadpoolctl), so fit times do not
-depend on --jobs and both tools run alike. --jobs 2 halves the wall time on an idle 2-core
-machine (each case is single-threaded Python/numpy work); on a loaded one it mostly adds
-contention to the measured fit times, hence the default of 1.
+BLAS is limited to one thread in every process that fits (threadpoolctl), so both tools run
+alike. --jobs N runs cases in N worker processes. Measured on the shared 2-core development
+machine (other work kept ~1.6 cores busy): the quick sweep took 26 s with --jobs 2 and 21 s
+with --jobs 1, and parallel workers also inflate the measured fit times, hence the default of 1.
+The full sweep takes ~4 min there (~1 min quick, including the CLI timing).
 """
 
 from __future__ import annotations
@@ -198,11 +199,7 @@ def main() -> None:
             "diagnostic": bool(args.dynid_param) or sorted(args.noise) != sorted(NOISES),
             "jobs": args.jobs,
             "timeout_s": args.timeout,
-            "systems": len({r["system"] for r in rows}),
-            "polynomial": len({r["system"] for r in rows if r["category"] == "polynomial"}),
-            "non_polynomial": len({r["system"] for r in rows if r["category"] == "non-polynomial"}),
-            "noises": list(NOISES),
-            "lengths": sorted({r["samples"] for r in rows}),
+            **describe(rows),
             "dynid_call": f'dynid.fit(Dataset.from_arrays(x, t=t), "symbolic", {dynid_params!r}, seed=0)',
             "pysindy_call": "ps.SINDy().fit(x, t=dt)",
         },
@@ -217,12 +214,24 @@ def main() -> None:
     print(f"done in {time.perf_counter() - started:.0f} s")
 
 
+def describe(rows: list[dict[str, Any]]) -> dict[str, Any]:
+    """What the rows cover: systems per category, noise levels, record lengths."""
+    return {
+        "systems": len({r["system"] for r in rows}),
+        "polynomial": len({r["system"] for r in rows if r["category"] == "polynomial"}),
+        "non_polynomial": len({r["system"] for r in rows if r["category"] == "non-polynomial"}),
+        "noises": sorted({r["noise"] for r in rows}),
+        "lengths": sorted({r["samples"] for r in rows}),
+    }
+
+
 def rerender(document: dict[str, Any]) -> dict[str, Any]:
     """The document with aggregates and goals recomputed from its rows (JSON nulls -> NaN)."""
     rows = _nan(document["rows"])
     cli = document["timings"].get("cli")
     computed = compute(rows)
-    return {**document, "aggregates": computed, "method": METHOD,
+    return {**document, "config": {**document["config"], **describe(rows)},
+            "aggregates": computed, "method": METHOD,
             "goals": goals(computed, None if cli is None else cli["cli"]["median_s"])}
 
 
