@@ -180,13 +180,13 @@ class CausalGraph:
         index = {name: i for i, name in enumerate(self.variables)}
         for (source, target), edges in self._significant_pairs().items():
             s, t = index[source], index[target]
-            best = min(edges, key=lambda e: e.p_value)
+            best = min(edges, key=evidence_order)
             element = ET.SubElement(graph, "edge", {"source": f"n{s}", "target": f"n{t}"})
             values = {
                 "lags": ",".join(str(e.lag) for e in edges),
-                "score": repr(float(self.score_matrix[s, t])),
-                "strength": repr(float(best.strength)),
-                "p_value": repr(float(best.p_value)),
+                "score": _xml_double(self.score_matrix[s, t]),
+                "strength": _xml_double(best.strength),
+                "p_value": _xml_double(best.p_value),
             }
             for key, value in values.items():
                 ET.SubElement(element, "data", {"key": key}).text = value
@@ -237,3 +237,20 @@ def _dot_escape(name: str) -> str:
     """A DOT label string body: backslash, quote and newlines escaped (labels are escStrings)."""
     out = name.replace("\\", "\\\\").replace('"', '\\"')
     return out.replace("\r\n", "\\n").replace("\n", "\\n").replace("\r", "\\n")
+
+
+def evidence_order(edge: Edge) -> tuple[float, float]:
+    """Sort key, strongest evidence first: by p-value, or by |strength| for methods without
+    p-values (NaN, e.g. neural and group-lasso Granger, whose significance is their support)."""
+    p = edge.p_value
+    return (p if math.isfinite(p) else math.inf, -abs(edge.strength))
+
+
+def _xml_double(value: float) -> str:
+    """xs:double text: full precision, with XML Schema's NaN / INF / -INF spellings."""
+    value = float(value)
+    if math.isnan(value):
+        return "NaN"
+    if math.isinf(value):
+        return "INF" if value > 0 else "-INF"
+    return repr(value)
