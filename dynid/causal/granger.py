@@ -18,6 +18,7 @@ import numpy as np
 from scipy import linalg, stats
 
 from dynid.causal.base import CausalMethod, CausalSettings
+from dynid.causal.checks import check_values
 from dynid.causal.fdr import adjust_pvalues, check_correction
 from dynid.causal.graph import CausalGraph, Edge
 from dynid.data.dataset import Dataset
@@ -225,16 +226,10 @@ def _check_options(max_lag: int, alpha: float, correction: str) -> None:
 def check_series(data: Dataset, lags: int, min_rows: int, need: str) -> None:
     """DataError for data no lagged regression can use (shared by the Granger-type methods).
 
-    Missing values, fewer than ``min_rows`` regression rows (a trial of n samples gives
-    ``n - lags``), a constant column, or irregular sampling. ``need`` names what needs the rows,
-    for the message, e.g. "max_lag=5 with 4 variables".
+    Fewer than ``min_rows`` regression rows (a trial of n samples gives ``n - lags``). ``need`` names what
+    needs the rows, for the message, e.g. "max_lag=5 with 4 variables"; then ``check_values``
+    (missing values, a constant column, irregular sampling).
     """
-    x, _ = data.stacked()
-    for j in np.flatnonzero(~np.isfinite(x).all(axis=0)):
-        raise DataError(
-            f"{data.source}: column '{data.variables[j]}' has missing or infinite values; "
-            "choose a --nan policy that removes them"
-        )
     n_rows = sum(max(trial.n_samples - lags, 0) for trial in data.trials)
     if n_rows < min_rows:
         if data.n_trials == 1:
@@ -247,16 +242,7 @@ def check_series(data: Dataset, lags: int, min_rows: int, need: str) -> None:
             f"samples gives n - {lags}), the {data.n_trials} trials give {n_rows}; use a smaller "
             "--max-lag or longer trials"
         )
-    for j in np.flatnonzero(np.all(x == x[0], axis=0)):
-        raise DataError(
-            f"{data.source}: column '{data.variables[j]}' is constant; drop it, "
-            "it cannot cause or be caused"
-        )
-    if data.dt is None:
-        raise DataError(
-            f"{data.source}: Granger lags count samples, so the trials need one common, uniform "
-            "time step; resample the data first"
-        )
+    check_values(data, "Granger")
 
 
 def _check_design_columns(data: Dataset, design: np.ndarray, lags: int) -> None:

@@ -29,6 +29,7 @@ from typing import Any, Literal
 import numpy as np
 from numpy.lib.stride_tricks import sliding_window_view
 
+from dynid.causal.checks import check_values
 from dynid.causal.base import CausalMethod, CausalSettings
 from dynid.causal.citests import CITest, CMIKnn, ParCorr
 from dynid.causal.fdr import adjust_pvalues
@@ -267,22 +268,7 @@ def _make_test(columns: np.ndarray, params: PCMCIParams, settings: CausalSetting
 
 
 def _check_data(data: Dataset, max_lag: int, n_lags: int) -> None:
-    x, _ = data.stacked()
-    for j in np.flatnonzero(~np.isfinite(x).all(axis=0)):
-        raise DataError(
-            f"{data.source}: column '{data.variables[j]}' has missing or infinite values; "
-            "choose a --nan policy that removes them"
-        )
-    for j in np.flatnonzero(np.all(x == x[0], axis=0)):
-        raise DataError(
-            f"{data.source}: column '{data.variables[j]}' is constant; drop it, "
-            "it cannot cause or be caused"
-        )
-    if data.dt is None:
-        raise DataError(
-            f"{data.source}: PCMCI lags count samples, so the trials need one common, uniform "
-            "time step; interpolate onto a uniform grid first with --resample DT"
-        )
+    check_values(data, "PCMCI")
     d, depth = data.n_variables, 2 * max_lag
     n_rows = sum(max(trial.n_samples - depth, 0) for trial in data.trials)
     # The largest MCI conditioning set has 2 * d * n_lags - 1 nodes; its t-test needs dof >= 1.

@@ -34,6 +34,7 @@ from typing import Literal
 
 import numpy as np
 
+from dynid.causal.checks import check_values
 from dynid.causal.base import CausalMethod, CausalSettings
 from dynid.causal.fdr import adjust_pvalues
 from dynid.causal.graph import CausalGraph, Edge
@@ -204,26 +205,8 @@ def lagged_graph(
 
 
 def check_series(data: Dataset, method: str, *, enough: bool, requirement: str) -> None:
-    """DataError unless ``data`` suits a lag-based method.
-
-    Checks finite values, no constant column, uniform sampling (lags count samples) and
-    ``enough`` samples, ``requirement`` saying how many are needed and what to change.
-    """
-    x, _ = data.stacked()
-    for j in np.flatnonzero(~np.isfinite(x).all(axis=0)):
-        raise DataError(
-            f"{data.source}: column '{data.variables[j]}' has missing or infinite values; "
-            "choose a --nan policy that removes them"
-        )
-    for j in np.flatnonzero(np.all(x == x[0], axis=0)):
-        raise DataError(
-            f"{data.source}: column '{data.variables[j]}' is constant; drop it, "
-            "it cannot cause or be caused"
-        )
-    if data.dt is None:
-        raise DataError(
-            f"{data.source}: {method} lags count samples, so the trials need one common, uniform "
-            "time step; resample the data first (--resample)"
-        )
+    """DataError unless ``data`` suits a lag-based method: ``check_values``, then ``enough``
+    samples, ``requirement`` saying how many are needed and what to change."""
+    check_values(data, method)
     if not enough:
         raise DataError(f"{data.source}: {method} needs at least {requirement}")
