@@ -169,19 +169,12 @@ def _inline_dynamic(graph: Any, out: Output, *, written: bool) -> Any:
 
 
 def _list(out: Output, registry) -> None:  # type: ignore[no-untyped-def]
-    entries = []
-    for name in registry.names():
-        cls = registry.get(name)
-        entries.append({"name": name, "summary": cls.summary, "cuda": cls.cuda, "hyperparameters": cls.Params.describe()})
-    if out.json_mode:
-        out.emit_json(entries)
-        return
-    lines = []
-    for entry in entries:
-        lines.append(f"{entry['name']}: {entry['summary']}")
-        for field in entry["hyperparameters"]:
-            lines.append(f"    {field['name']} ({field['type']}, default {field['default']}): {field['doc']}")
-    out.emit_text("\n".join(lines))
+    out.emit_catalogue(
+        [
+            {"name": name, "summary": cls.summary, "cuda": cls.cuda, "hyperparameters": cls.Params.describe()}
+            for name, cls in ((name, registry.get(name)) for name in registry.names())
+        ]
+    )
 
 
 def _table(graph) -> str:  # type: ignore[no-untyped-def]

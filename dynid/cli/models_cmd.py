@@ -33,13 +33,4 @@ def models(*, out: Output) -> None:
                 "hyperparameters": backend.Params.describe(),
             }
         )
-    if out.json_mode:
-        out.emit_json(entries)
-        return
-    lines = []
-    for entry in entries:
-        lines.append(f"{entry['name']}: {entry['summary']}")
-        for field in entry["hyperparameters"]:
-            lines.append(f"    {field['name']} ({field['type']}, default {field['default']}): {field['doc']}")
-        lines.append("")
-    out.emit_text("\n".join(lines).rstrip())
+    out.emit_catalogue(entries)

@@ -54,6 +54,22 @@ class Output:
         sys.stdout.write(text if text.endswith("\n") else text + "\n")
         sys.stdout.flush()
 
+    def emit_catalogue(self, entries: list[dict[str, Any]]) -> None:
+        """A list of methods (``name``, ``summary``, ``hyperparameters`` as from
+        ``Hyperparameters.describe``): the JSON list, or one block of text per method."""
+        if self.json_mode:
+            self.emit_json(entries)
+            return
+        lines = []
+        for entry in entries:
+            lines.append(f"{entry['name']}: {entry['summary']}")
+            for field in entry["hyperparameters"]:
+                lines.append(
+                    f"    {field['name']} ({field['type']}, default {field['default']}): {field['doc']}"
+                )
+            lines.append("")
+        self.emit_text("\n".join(lines).rstrip())
+
     def status(self, message: str) -> ContextManager[Any]:
         """A spinner on stderr while a long step runs, only on a TTY and when not quiet."""
         if self.quiet or not stderr_is_tty():
