@@ -39,7 +39,8 @@ def info(
     lines.append(f"seed: {meta['seed']}; device: {meta['device']}; fit: {meta['fit_seconds']:.3g} s")
     lines.append("hyperparameters: " + ", ".join(f"{k}={v}" for k, v in meta["hyperparameters"].items()))
     for name, value in meta["metrics"].items():
-        lines.append(f"metric {name}: {value}")
+        text = str(value)
+        lines.append(f"metric {name}: {text if len(text) <= 160 else text[:160] + ' ... (--json shows all)'}")
     for eq in meta.get("equations", []):
         lines.append(f"d{eq['lhs']}/dt = {eq['rhs']}")
     lines.append("arrays: " + ", ".join(f"{k}{tuple(v)}" for k, v in meta["arrays"].items()))
