@@ -1,7 +1,7 @@
 """Governing equations without hand tuning: the ``dynid symbolic`` pipeline.
 
 1. Regression rows. Continuous time: the noise level of each variable is estimated from the data
-   (``noise.estimate_noise``). When noise puts under 2 % error on a 4th-order finite
+   (``noise.estimate_noise``). When noise puts under 0.5 % error on a 4th-order finite
    difference (``derivatives.choose_method`` picks it: noise-free or nearly so), the targets
    are those derivatives, with a floor at their estimated truncation error; otherwise the weak
    (integral) form is used (``weak_form``), which never differentiates the data. Discrete time
