@@ -341,7 +341,7 @@ def _best_equation(i: int, candidates: list[_Candidate], rows: _Rows, train: np.
             continue
         if options.refine:
             choice = _refine_selection(choice, y, rows, train, val, options, i)
-        key = (float(choice.selection.best.criterion), int(choice.support.sum()))
+        key = (_library_criterion(choice), int(choice.support.sum()))
         if best is None or key < best[0]:
             best = (key, choice)
     if best is None:
@@ -374,6 +374,19 @@ def _choose_equations(d: int, candidates: list[_Candidate], rows: _Rows, train: 
 
 def _best_equation_shared(i: int) -> _Choice:
     return _best_equation(i, *_SHARED)
+
+
+def _library_criterion(choice: _Choice) -> float:
+    """The held-out criterion plus 2 ln C(p, k): choosing k terms out of a library of p is a
+    search over C(p, k) models, and the best of many candidates fits noise by chance (the
+    look-elsewhere effect; Foster & George's risk inflation, the extended-BIC model-space
+    term of Chen & Chen 2008). Without it a richer library (trig terms approximating a
+    polynomial, say) wins on held-out rows by a margin its size does not justify."""
+    from math import comb, log
+
+    p = int(choice.columns.size)
+    k = int(choice.support.sum())
+    return float(choice.selection.best.criterion) + 2.0 * log(comb(p, k))
 
 
 def _select_in(candidate: _Candidate, y: np.ndarray, rows: _Rows, train: np.ndarray, val: np.ndarray, options: SymbolicOptions, i: int) -> _Choice | None:
