@@ -26,17 +26,29 @@ from dynid.errors import DataError, UsageError
 from dynid.symbolic.user_terms import coordinate_names, parse_coordinate_expression
 
 KINDS = ("polynomial", "trig", "rational", "exp", "log", "custom", "product")
+RATIONAL_KINDS = ("michaelis_menten", "hill", "repression")
+# Hill exponents of the "saturating" library part: cooperativity is usually 1-4; oscillators
+# built on repression (Goodwin) need 8 or more.
+SATURATING_EXPONENTS = (2, 3, 4, 6, 8, 10)
 MAX_DEGREE = 10
 CONSTANT_NAME = re.compile(r"\bc\d+\b")
 
 
 @dataclass(frozen=True)
 class Term:
-    """One candidate term: ``expr`` over x0.., u0.., c0..; ``constants``: ((name, start), ...)."""
+    """One candidate term: ``expr`` over x0.., u0.., c0..; ``constants``: ((name, start), ...).
+
+    ``family``: terms of one non-empty family are alternatives of which the pipeline keeps one
+    per equation (``profile.FamilyProfile``), e.g. the activation shapes of one coordinate
+    with different Hill exponents. ``bounds``: the range a constant is searched in.
+    """
 
     expr: str
     constants: tuple[tuple[str, float], ...] = ()
     kind: str = "polynomial"
+    family: str = ""
+    bounds: tuple[tuple[str, float, float], ...] = ()  # (constant, low, high): where it is identifiable
+    sharpness: int = 1  # d log(term) / d log(constant) at most, ~ the Hill exponent: grid resolution
 
     @property
     def constant_names(self) -> list[str]:
@@ -44,12 +56,23 @@ class Term:
 
     def renumbered(self, start: int) -> Term:
         """This term with its constants renamed c{start}, c{start+1}, ... in their order."""
-        mapping = {name: f"c{start + k}" for k, name in enumerate(self.constant_names)}
+        return self.renamed({name: f"c{start + k}" for k, name in enumerate(self.constant_names)})
+
+    def renamed(self, mapping: dict[str, str]) -> Term:
+        """This term with constant names replaced by ``mapping`` (names not in it are kept)."""
+        mapping = {n: mapping.get(n, n) for n in self.constant_names}
         if all(old == new for old, new in mapping.items()):
             return self
         # One regex pass renames all at once, so swaps (c0 <-> c1) cannot collide.
         expr = CONSTANT_NAME.sub(lambda m: mapping.get(m.group(0), m.group(0)), self.expr)
-        return Term(expr, tuple((mapping[n], v) for n, v in self.constants), self.kind)
+        return Term(
+            expr,
+            tuple((mapping[n], v) for n, v in self.constants),
+            self.kind,
+            self.family,
+            tuple((mapping[n], lo, hi) for n, lo, hi in self.bounds),
+            self.sharpness,
+        )
 
     def sympy(self, n_states: int, n_inputs: int):
         """The term as a sympy expression, parsed by the whitelist parser."""
@@ -161,48 +184,86 @@ def _scaled(k: float, name: str) -> str:
 
 @dataclass(frozen=True)
 class RationalLibrary(Library):
-    """Saturating shapes v/(c + v) ("michaelis_menten") and v**n/(c**n + v**n) ("hill").
+    """Saturating shapes: activation v/(c + v) ("michaelis_menten") and v**n/(c**n + v**n)
+    ("hill", n in ``hill_exponents``); repression c**n/(c**n + v**n) ("repression", n = 1 and
+    ``hill_exponents``).
 
     The half-saturation constant c is estimated, not given: each shape is emitted once per value
     of a grid of ``n_constants`` initial c values (quantiles 1/(k+1)..k/(k+1) of the coordinate's
     data, 3 significant digits, positive), each with its own constant symbol, for refinement to
     move. Only coordinates whose data are all >= 0 (concentrations, populations) get terms;
     without data every coordinate does, with the grid 2**linspace(-1, 1, k) (0.5, 1, 2 for k=3).
+    With ``families`` the activation shapes of one coordinate form one family and its repression
+    shapes another (``Term.family``): the pipeline keeps one member per equation, at its best c.
     """
 
     kinds: tuple[str, ...] = ("michaelis_menten", "hill")
     hill_exponents: tuple[int, ...] = (2,)
     n_constants: int = 3
     include_inputs: bool = True
+    families: bool = False
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "kinds", tuple(self.kinds))
         object.__setattr__(self, "hill_exponents", tuple(self.hill_exponents))
-        unknown = set(self.kinds) - {"michaelis_menten", "hill"}
+        unknown = set(self.kinds) - set(RATIONAL_KINDS)
         _usage_check(not unknown, f"unknown rational kinds {sorted(unknown)}; "
-                                  "use michaelis_menten, hill")
+                                  f"use {', '.join(RATIONAL_KINDS)}")
         _usage_check(
             all(isinstance(e, int) and 1 <= e <= MAX_DEGREE for e in self.hill_exponents),
             f"Hill exponents must be integers from 1 to {MAX_DEGREE}",
         )
         _usage_check(1 <= self.n_constants <= 20, "n_constants must be from 1 to 20")
 
+    def _shapes(self) -> list[tuple[int, list[str]]]:
+        """(Hill exponent, format strings with {v}, {c}) of the emitted shapes, in groups that
+        share their constant: with families, activation and repression of one exponent; else
+        one each."""
+        activation, repression = [], []
+        exponents = [1, *(e for e in self.hill_exponents if e > 1)]
+        for n in exponents:
+            power = "" if n == 1 else f"**{n}"
+            wanted = "michaelis_menten" if n == 1 else "hill"
+            activation.append(f"{{v}}{power}/({{c}}{power} + {{v}}{power})" if wanted in self.kinds else None)
+            repression.append(f"{{c}}{power}/({{c}}{power} + {{v}}{power})" if "repression" in self.kinds else None)
+        if self.families:
+            groups = [(n, [s for s in pair if s]) for n, *pair in zip(exponents, activation, repression, strict=True)]
+        else:
+            groups = [(n, [s]) for n, s in [*zip(exponents, activation), *zip(exponents, repression)] if s]
+        return [(n, group) for n, group in groups if group]
+
     def terms(self, n_states, n_inputs, x=None, u=None):
-        shapes = ["{v}/({c} + {v})"] if "michaelis_menten" in self.kinds else []
-        if "hill" in self.kinds:
-            shapes += [f"{{v}}**{n}/({{c}}**{n} + {{v}}**{n})" for n in self.hill_exponents]
         grids = [
-            (name, grid)
+            (name, grid, _identifiable_range(values) if self.families else None)
             for name, values in _coordinate_data(n_states, n_inputs, x, u, self.include_inputs)
             if (grid := _constant_grid(values, self.n_constants))
         ]
         out: list[Term] = []
-        for shape in shapes:
-            for name, grid in grids:
+        n_symbols = 0
+        for exponent, group in self._shapes():
+            for name, grid, limits in grids:
                 for value in grid:
-                    symbol = f"c{len(out)}"
-                    out.append(Term(shape.format(v=name, c=symbol), ((symbol, value),), "rational"))
+                    symbol = f"c{n_symbols}"
+                    n_symbols += 1
+                    family = f"saturating:{name}" if self.families else ""
+                    bounds = ((symbol, *limits),) if limits else ()
+                    out += [Term(shape.format(v=name, c=symbol), ((symbol, value),), "rational", family,
+                                 bounds, exponent) for shape in group]
         return out
+
+
+def _identifiable_range(values: np.ndarray | None) -> tuple[float, float] | None:
+    """Where a half-saturation constant of a coordinate can be told from the data: within a
+    factor 2 of its 1-99 % quantile range. Far below, v**n/(c**n + v**n) is ~1 (a constant);
+    far above, ~(v/c)**n (a monomial), and c only scales the coefficient."""
+    if values is None or values.size == 0:
+        return None
+    low, high = np.quantile(values, [0.01, 0.99])
+    positive = values[values > 0]
+    if high <= 0 or positive.size == 0:
+        return None
+    low = max(low, positive.min())
+    return float(low / 2), float(2 * high)
 
 
 def _constant_grid(values: np.ndarray | None, count: int) -> list[float]:
@@ -226,17 +287,25 @@ class ExpLogLibrary(Library):
     exp(v) needs max|v| < ``max_abs`` (no overflow) and exp(max v - median v) <= ``max_ratio``
     (else a few samples dominate the column and its coefficient is meaningless). Without data both
     are emitted for every coordinate: the pipeline drops columns that evaluate to NaN/inf.
+    ``times_argument``: v*exp(v) and v*log(v) instead (Gompertz growth r v log(K/v), Ricker-type
+    terms), without the cross products u*log(v) of a full poly1*explog, whose many columns fit
+    anything smooth.
     """
 
     include_inputs: bool = True
     max_abs: float = 20.0
     max_ratio: float = 1e6
+    times_argument: bool = False
 
     def terms(self, n_states, n_inputs, x=None, u=None):
         data = _coordinate_data(n_states, n_inputs, x, u, self.include_inputs)
-        return [Term(f"exp({name})", kind="exp") for name, v in data if self._exp_safe(v)] + [
-            Term(f"log({name})", kind="log") for name, v in data if v is None or _positive(v)
-        ]
+        exp = [name for name, v in data if self._exp_safe(v)]
+        log = [name for name, v in data if v is None or _positive(v)]
+        if self.times_argument:
+            return [Term(f"{n}*exp({n})", kind="product") for n in exp] + [
+                Term(f"{n}*log({n})", kind="product") for n in log
+            ]
+        return [Term(f"exp({n})", kind="exp") for n in exp] + [Term(f"log({n})", kind="log") for n in log]
 
     def _exp_safe(self, values: np.ndarray | None) -> bool:
         if values is None:
@@ -289,8 +358,12 @@ class SumLibrary(Library):
     parts: tuple[Library, ...]
 
     def terms(self, n_states, n_inputs, x=None, u=None):
-        listed = [t for part in self.parts for t in part.terms(n_states, n_inputs, x, u)]
-        return _deduplicated(listed, n_states, n_inputs)
+        listed = [
+            t.renamed(_namespace(t, k))
+            for k, part in enumerate(self.parts)
+            for t in part.terms(n_states, n_inputs, x, u)
+        ]
+        return _compacted(_deduplicated(listed, n_states, n_inputs))
 
 
 @dataclass(frozen=True)
@@ -301,13 +374,35 @@ class ProductLibrary(Library):
     right: Library
 
     def terms(self, n_states, n_inputs, x=None, u=None):
+        # Each product has its own constants (x0*v/(c + v) and x1*v/(c + v) may differ), but
+        # constants shared inside one factor stay shared in its products with the other factor.
         right = self.right.terms(n_states, n_inputs, x, u)
         products = [
-            _product(a, b, n_states, n_inputs)
-            for a in self.left.terms(n_states, n_inputs, x, u)
-            for b in right
+            _product(a.renamed(_namespace(a, 2 * j)), b.renamed(_namespace(b, 2 * i + 1)), n_states, n_inputs)
+            for i, a in enumerate(self.left.terms(n_states, n_inputs, x, u))
+            for j, b in enumerate(right)
         ]
-        return _deduplicated(products, n_states, n_inputs)
+        return _compacted(_deduplicated(products, n_states, n_inputs))
+
+
+# While combining, constant names of the k-th namespace (a summand; a factor within one product)
+# are moved to c{(k + 1) * _NAMESPACE + number}, so that names of different namespaces never
+# collide and names shared inside one (one constant in two terms) stay shared; ``_compacted``
+# then renames them c0, c1, ...
+_NAMESPACE = 1_000_000
+
+
+def _namespace(term: Term, k: int) -> dict[str, str]:
+    return {n: f"c{(k + 1) * _NAMESPACE + int(n[1:])}" for n in term.constant_names}
+
+
+def _compacted(terms: list[Term]) -> list[Term]:
+    """Constants renamed c0, c1, ... in order of first appearance (shared names stay shared)."""
+    fresh: dict[str, str] = {}
+    for term in terms:
+        for name in term.constant_names:
+            fresh.setdefault(name, f"c{len(fresh)}")
+    return [term.renamed(fresh) for term in terms]
 
 
 def _product(a: Term, b: Term, n_states: int, n_inputs: int) -> Term:
@@ -315,26 +410,25 @@ def _product(a: Term, b: Term, n_states: int, n_inputs: int) -> Term:
         return b
     if b.expr == "1":
         return a
-    a, b = a.renumbered(0), b.renumbered(len(a.constants))
     product = a.sympy(n_states, n_inputs) * b.sympy(n_states, n_inputs)
     used = {s.name for s in product.free_symbols}
     constants = tuple(c for c in (*a.constants, *b.constants) if c[0] in used)
-    return Term(str(product), constants, "product")
+    # x1 times each member of a family is a family of its own ("x1*activation:x0").
+    family = f"{a.family or a.expr}*{b.family or b.expr}" if a.family or b.family else ""
+    bounds = tuple(b for b in (*a.bounds, *b.bounds) if b[0] in used)
+    return Term(str(product), constants, "product", family, bounds, max(a.sharpness, b.sharpness))
 
 
 def _deduplicated(terms: list[Term], n_states: int, n_inputs: int) -> list[Term]:
-    """Drop terms equal (as sympy expressions, with equal constants) to an earlier one; renumber
-    constants c0, c1, ... in order so that they stay unique in the combined library."""
+    """Drop terms equal (as sympy expressions, with equal constants) to an earlier one."""
     seen: set[tuple[str, tuple[float, ...]]] = set()
     kept: list[Term] = []
-    n_constants = 0
     for term in terms:
         local = term.renumbered(0)
         key = (str(local.sympy(n_states, n_inputs)), tuple(v for _, v in local.constants))
         if key not in seen:
             seen.add(key)
-            kept.append(term.renumbered(n_constants))
-            n_constants += len(term.constants)
+            kept.append(term)
     return kept
 
 
@@ -342,7 +436,10 @@ def parse_library_spec(text: str) -> Library:
     """A library from the CLI form: parts joined by "+" (sum) and "*" (product, binds tighter).
 
     Parts: poly<N> (polynomial of degree N; "poly" is poly2), trig, trigdiff (trig with
-    differences x_i - x_j), rational, explog. E.g. "poly3+trig+rational", "poly2*trig".
+    differences x_i - x_j), rational (Michaelis-Menten and Hill-2 activation), saturating
+    (activation and repression with Hill exponents 1-10, exponent and constant profiled per
+    equation), explog, xexplog (v*exp(v), v*log(v)). E.g. "poly3+trig+rational",
+    "poly2*trig", "poly1+poly1*saturating".
     """
     summands = [
         reduce(operator.mul, [_library_part(p.strip().lower(), text) for p in s.split("*")])
@@ -360,12 +457,18 @@ def _library_part(part: str, text: str) -> Library:
         # One initial constant (the data median) per shape and coordinate: a grid of near-duplicate
         # columns lets best subsets combine them into anything; the pipeline refines the constant.
         "rational": lambda: RationalLibrary(n_constants=1),
+        # Activation and repression of every exponent, one family each per coordinate: the
+        # pipeline profiles the exponent and the constant per equation (profile.py).
+        "saturating": lambda: RationalLibrary(
+            kinds=RATIONAL_KINDS, hill_exponents=SATURATING_EXPONENTS, n_constants=1, families=True
+        ),
         "explog": ExpLogLibrary,
+        "xexplog": lambda: ExpLogLibrary(times_argument=True),
     }
     if part not in parts:
         raise UsageError(
             f"library {text!r}: unknown part {part!r}; use poly<N>, trig, trigdiff, rational, "
-            "explog joined by + (sum) or * (product), e.g. 'poly3+trig'"
+            "saturating, explog, xexplog joined by + (sum) or * (product), e.g. 'poly3+trig'"
         )
     return parts[part]()
 
@@ -512,10 +615,7 @@ class TermSet:
             "format": SPEC_FORMAT,
             "n_states": self.n_states,
             "n_inputs": self.n_inputs,
-            "terms": [
-                {"expr": t.expr, "kind": t.kind, "constants": {n: float(v) for n, v in t.constants}}
-                for t in self.terms
-            ],
+            "terms": [_term_spec(t) for t in self.terms],
         }
 
     @classmethod
@@ -531,6 +631,9 @@ class TermSet:
                     str(t["expr"]),
                     tuple((str(n), float(v)) for n, v in t["constants"].items()),
                     str(t["kind"]),
+                    str(t.get("family", "")),
+                    tuple((str(n), float(lo), float(hi)) for n, (lo, hi) in t.get("bounds", {}).items()),
+                    int(t.get("sharpness", 1)),
                 )
                 for t in spec["terms"]
             ]
@@ -540,3 +643,18 @@ class TermSet:
         for index in range(len(terms)):
             termset.symbolic(index)  # parse all now: a bad expression fails here, as DataError
         return termset
+
+
+def _term_spec(term: Term) -> dict[str, Any]:
+    spec: dict[str, Any] = {
+        "expr": term.expr,
+        "kind": term.kind,
+        "constants": {n: float(v) for n, v in term.constants},
+    }
+    if term.family:  # search hints, only where a library set them
+        spec["family"] = term.family
+    if term.bounds:
+        spec["bounds"] = {n: [float(lo), float(hi)] for n, lo, hi in term.bounds}
+    if term.sharpness != 1:
+        spec["sharpness"] = term.sharpness
+    return spec

@@ -55,6 +55,13 @@ def refine_constants(
     problem = _Projection(termset, support, names, start, x, u, np.ravel(y), transform)
     theta0 = problem.theta(start)
     span = np.where(problem.positive, MAX_DECADES * np.log(10.0), np.inf)
+    lower, upper = theta0 - span, theta0 + span
+    for k, name in enumerate(names):  # a term's own bounds (where its constant is identifiable)
+        limits = [b for i in support for b in termset.terms[i].bounds if b[0] == name]
+        if limits and problem.positive[k]:
+            lower[k] = max(lower[k], max(np.log(b[1]) for b in limits))
+            upper[k] = min(upper[k], min(np.log(b[2]) for b in limits))
+            theta0[k] = min(max(theta0[k], lower[k]), upper[k])
 
     from scipy.optimize import least_squares
 
@@ -62,7 +69,7 @@ def refine_constants(
         problem.residual,
         theta0,
         jac=problem.jacobian,
-        bounds=(theta0 - span, theta0 + span),
+        bounds=(lower, upper),
         x_scale=np.where(problem.positive, 1.0, np.maximum(np.abs(theta0), 1e-3)),
         max_nfev=max_nfev,
         # Tight tolerances: a constant that is off by 1e-8 leaves a residual that spurious terms
