@@ -18,7 +18,7 @@ def register(app: typer.Typer) -> None:
 def symbolic(
     data_files: Annotated[list[str], typer.Argument(metavar="DATA", help="Data files or '-' for stdin.")],
     param: ParamsOption = None,
-    library: Annotated[Optional[str], typer.Option("--library", help="Term library: auto (default: a sweep chosen per equation on held-out data) or e.g. poly3+trig, poly2*trig, trigdiff, rational, explog.")] = None,
+    library: Annotated[Optional[str], typer.Option("--library", help="Term library: auto (default: a sweep chosen per equation on held-out data) or e.g. poly3+trig, poly2*trig, trigdiff, rational, saturating (Hill exponent and constant profiled per equation), explog.")] = None,
     terms: Annotated[Optional[str], typer.Option("--terms", help="Extra terms, comma-separated, in the variable names: 'sin(x-y), x/(1+x**2)'.")] = None,
     derivative: Annotated[Optional[str], typer.Option("--derivative", help="auto (from the estimated noise), finite_difference, savgol, spectral, tv, spline or weak.")] = None,
     discrete: Annotated[bool, typer.Option("--discrete", help="Identify a discrete-time map x[k+1] = f(x[k]).")] = False,

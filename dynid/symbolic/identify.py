@@ -10,6 +10,8 @@
    scored per equation by ``selection.select``: the STLSQ path and exact best subsets, chosen by
    AICc (or BIC) on held-out contiguous blocks of rows. Across libraries the lowest held-out
    criterion wins, so a richer library is used only when it predicts held-out rows better.
+   Libraries with families of alternative terms (Hill shapes of every exponent) are first cut
+   to one member per family at its best constant for the equation (``profile``).
 3. The chosen support is refitted on all rows; constants inside nonlinear terms (x/(c + x)) are
    refined by nonlinear least squares (``refine.refine_constants``).
 4. Uncertainty: a moving-block bootstrap ensemble repeats the whole selection on each bag
@@ -28,7 +30,7 @@ from dynid.errors import DataError, UsageError
 
 # Libraries tried by library="auto", as parse_library_spec strings, simplest first.
 AUTO_LIBRARIES = (
-    "poly1", "poly2", "poly3", "poly2+trig", "poly1+trigdiff", "poly1+rational", "poly1+explog"
+    "poly1", "poly2", "poly3", "poly2+trig", "poly1+trigdiff", "poly1+saturating", "poly1+explog", "poly1+xexplog"
 )
 # Rounds of select -> refine constants -> select again for libraries with constants.
 REFINE_ROUNDS = 3
@@ -99,6 +101,7 @@ class _Candidate:
     termset: Any
     theta: np.ndarray
     usable: np.ndarray
+    profile: Any = None  # profile.FamilyProfile when the library has families of alternatives
 
 
 @dataclass
@@ -130,8 +133,9 @@ class _Rows:
     details: dict[str, Any]
     target_error: np.ndarray  # (d,) RMS systematic error of the targets (see selection.select)
 
-    def theta(self, termset: Any) -> np.ndarray:
-        values = termset.evaluate(self.states, self.inputs)
+    def theta(self, termset: Any, columns: list[int] | None = None, constants: dict[str, float] | None = None) -> np.ndarray:
+        """The terms (all, or ``columns``) on these rows, (N, p), at ``constants`` if given."""
+        values = termset.evaluate(self.states, self.inputs, constants, columns)
         return values if self.weights is None else self.weights @ values
 
 
@@ -148,7 +152,13 @@ def identify(data: Dataset, options: SymbolicOptions = SymbolicOptions()) -> Ide
         termset = _build_termset(spec, user, data, rows)
         theta = rows.theta(termset)
         usable = np.all(np.isfinite(theta), axis=0)
-        candidates.append(_Candidate(spec, termset, theta, usable))
+        profile = None
+        if any(term.family for term in termset.terms):
+            from dynid.symbolic.profile import FamilyProfile
+
+            evaluate = lambda terms, columns, constants: rows.theta(terms, columns, constants)  # noqa: E731
+            profile = FamilyProfile(termset, theta, usable, train, evaluate)
+        candidates.append(_Candidate(spec, termset, theta, usable, profile))
     d = data.n_variables
     chosen = _choose_equations(d, candidates, rows, train, val, options)
 
@@ -336,17 +346,54 @@ def _best_equation(i: int, candidates: list[_Candidate], rows: _Rows, train: np.
     y = rows.targets[:, i]
     best: tuple[tuple[float, int], _Choice] | None = None
     for candidate in candidates:
+        if candidate.profile is not None:
+            candidate = _profiled(candidate, y, rows)
         choice = _select_in(candidate, y, rows, train, val, options, i)
         if choice is None:
             continue
         if options.refine:
             choice = _refine_selection(choice, y, rows, train, val, options, i)
+        choice = _without_redundant_pairs(choice, y, train)
         key = (_library_criterion(choice), int(choice.support.sum()))
         if best is None or key < best[0]:
             best = (key, choice)
     if best is None:
         raise DataError("no library term could be evaluated on the data (all non-finite)")
     return best[1]
+
+
+def _without_redundant_pairs(choice: _Choice, y: np.ndarray, train: np.ndarray) -> _Choice:
+    """Activation and repression of one exponent sharing c sum to 1: where both are selected,
+    keep the activation and the constant term instead (the same fit, written the usual way)."""
+    termset, support = choice.termset, choice.support.copy()
+    names = termset.names
+    if "1" not in names:
+        return choice
+    seen: set[tuple[str, str]] = set()
+    for k in np.flatnonzero(support):
+        term = termset.terms[k]
+        if not term.family or len(term.constants) != 1:
+            continue
+        key = (term.family, term.constants[0][0])
+        if key in seen:
+            support[k] = False
+            support[names.index("1")] = True
+        seen.add(key)
+    if np.array_equal(support, choice.support):
+        return choice
+    from dynid.symbolic.solvers import lstsq_on_support
+
+    coef = lstsq_on_support(choice.candidate.theta[train], y[train], support)
+    return _Choice(choice.candidate, support, coef, choice.selection, choice.columns)
+
+
+def _profiled(candidate: _Candidate, y: np.ndarray, rows: _Rows) -> _Candidate:
+    """``candidate`` with each family of alternative terms cut to its best member for ``y``."""
+    termset, origin, chosen = candidate.profile.choose(y)
+    theta = candidate.theta[:, origin].copy()
+    if chosen:
+        theta[:, chosen] = rows.theta(termset, chosen)
+    return _Candidate(candidate.spec, termset, theta, np.all(np.isfinite(theta), axis=0))
 
 
 # What forked sweep workers read (set just before the pool forks, so nothing is pickled there).
@@ -469,24 +516,30 @@ def _refit(i: int, choice: _Choice, rows: _Rows, options: SymbolicOptions) -> tu
         return np.zeros(len(termset)), termset.constants
     theta = choice.candidate.theta
     coef = lstsq_on_support(theta, y, support)
+    constants = termset.constants
     # A term contributing less than the targets' own systematic error, or less than the
     # relative precision least squares resolves (sqrt(eps) of the target), is not supported by
-    # the data (e.g. 1e-9 x absorbing a refined constant's last digits): drop it.
+    # the data (e.g. 1e-9 x absorbing a refined constant's last digits): drop it. Checked again
+    # after the constants are refined, since a term may only have made up for a constant's error.
     floor = max(float(rows.target_error[i]), np.sqrt(np.finfo(float).eps) * float(np.sqrt(np.mean(y**2))))
-    if floor > 0:
+    for _ in range(REFINE_ROUNDS):
         contribution = np.sqrt(np.mean((theta * coef) ** 2, axis=0))
         resolved = support & (contribution >= floor)
         if resolved.any() and not np.array_equal(resolved, support):
             support = resolved
             coef = lstsq_on_support(theta, y, support)
-    constants = termset.constants
-    if options.refine:
+        if not options.refine:
+            break
         from dynid.symbolic.refine import refine_constants
 
         transform = None if rows.weights is None else (lambda columns: rows.weights @ columns)
-        constants, coef = refine_constants(
-            termset, support, coef, rows.states, rows.inputs, y, transform=transform
+        refined, coef = refine_constants(
+            termset, support, coef, rows.states, rows.inputs, y, constants=constants, transform=transform
         )
+        if refined == constants:
+            break
+        constants = refined
+        theta = rows.theta(termset, constants=constants)
     return coef, constants
 
 
