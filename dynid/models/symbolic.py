@@ -24,7 +24,7 @@ DERIVATIVES = ("auto", "finite_difference", "savgol", "spectral", "tv", "spline"
 
 @dataclass(frozen=True)
 class SymbolicParams(Hyperparameters):
-    library: str = param("auto", "term library: auto (a sweep of poly1..3, trig, saturating Hill shapes, v*exp/log(v), chosen per equation on held-out data) or a spec like poly3+trig, poly2*trig, trigdiff, rational, saturating, explog, xexplog")
+    library: str = param("auto", "term library: auto (a sweep of poly1..3, trig, saturating Hill shapes, exp/log, v*exp(v), v*log(v), chosen per equation on held-out data) or a spec like poly3+trig, poly2*trig, trigdiff, rational, saturating, explog, xexplog")
     terms: str = param("", "extra user terms, comma-separated expressions in the variable names, e.g. 'sin(x-y), x/(1+x**2)'")
     derivative: str = param("auto", "auto (from the estimated noise), finite_difference, savgol, spectral, tv, spline, or weak (integral form)")
     criterion: Literal["aicc", "bic"] = param("aicc", "information criterion on held-out rows that picks terms and library")

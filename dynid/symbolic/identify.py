@@ -156,8 +156,7 @@ def identify(data: Dataset, options: SymbolicOptions = SymbolicOptions()) -> Ide
         if any(term.family for term in termset.terms):
             from dynid.symbolic.profile import FamilyProfile
 
-            evaluate = lambda terms, columns, constants: rows.theta(terms, columns, constants)  # noqa: E731
-            profile = FamilyProfile(termset, theta, usable, train, evaluate)
+            profile = FamilyProfile(termset, theta, usable, train, rows.theta)
         candidates.append(_Candidate(spec, termset, theta, usable, profile))
     d = data.n_variables
     chosen = _choose_equations(d, candidates, rows, train, val, options)

@@ -193,8 +193,9 @@ class RationalLibrary(Library):
     data, 3 significant digits, positive), each with its own constant symbol, for refinement to
     move. Only coordinates whose data are all >= 0 (concentrations, populations) get terms;
     without data every coordinate does, with the grid 2**linspace(-1, 1, k) (0.5, 1, 2 for k=3).
-    With ``families`` the activation shapes of one coordinate form one family and its repression
-    shapes another (``Term.family``): the pipeline keeps one member per equation, at its best c.
+    With ``families`` all shapes of one coordinate form one family ("saturating:v", see
+    ``Term.family``), the activation and repression of one exponent sharing their constant (they
+    sum to 1): the pipeline keeps one exponent per equation, at its best c, within ``bounds``.
     """
 
     kinds: tuple[str, ...] = ("michaelis_menten", "hill")
@@ -413,9 +414,9 @@ def _product(a: Term, b: Term, n_states: int, n_inputs: int) -> Term:
     product = a.sympy(n_states, n_inputs) * b.sympy(n_states, n_inputs)
     used = {s.name for s in product.free_symbols}
     constants = tuple(c for c in (*a.constants, *b.constants) if c[0] in used)
-    # x1 times each member of a family is a family of its own ("x1*activation:x0").
+    # x1 times each member of a family is a family of its own ("x1*saturating:x0").
     family = f"{a.family or a.expr}*{b.family or b.expr}" if a.family or b.family else ""
-    bounds = tuple(b for b in (*a.bounds, *b.bounds) if b[0] in used)
+    bounds = tuple(limits for limits in (*a.bounds, *b.bounds) if limits[0] in used)
     return Term(str(product), constants, "product", family, bounds, max(a.sharpness, b.sharpness))
 
 
@@ -437,7 +438,7 @@ def parse_library_spec(text: str) -> Library:
 
     Parts: poly<N> (polynomial of degree N; "poly" is poly2), trig, trigdiff (trig with
     differences x_i - x_j), rational (Michaelis-Menten and Hill-2 activation), saturating
-    (activation and repression with Hill exponents 1-10, exponent and constant profiled per
+    (activation and repression with Hill exponents 1-4, 6, 8, 10; exponent and constant profiled per
     equation), explog, xexplog (v*exp(v), v*log(v)). E.g. "poly3+trig+rational",
     "poly2*trig", "poly1+poly1*saturating".
     """

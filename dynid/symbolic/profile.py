@@ -10,7 +10,8 @@ So, per equation, every family is replaced by its single best member at its best
 one that, added to the library's family-free columns, leaves the least residual on the training
 rows (a profile likelihood over the exponent and c). c is searched on a log grid over the
 term's bounds (or x 1/64 .. 64 around its start), in steps of a factor 2 in c**n, then by a
-bounded scalar search between the best grid points' neighbours. The selection then sees one column per family, and
+bounded scalar search between the best grid points' neighbours. Families are placed by forward
+selection, then backfitted. The selection then sees one column per family, and
 ``refine.refine_constants`` polishes c jointly with the other selected terms.
 
 The grid columns do not depend on the equation, so they are evaluated and projected once per
