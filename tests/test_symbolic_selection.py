@@ -241,3 +241,37 @@ def test_default_block_length_follows_the_residual_correlation():
     # Residual smoothed over 101 rows: correlated over ~60 lags, so blocks must be longer.
     smooth = np.convolve(white, np.ones(101) / 101, mode="same")
     assert default_block_length(theta, smooth) > 40
+
+
+def test_noise_correlation_time_of_known_operators():
+    """A 3-sample moving sum of white noise has rho_1 = 2/3, rho_2 = 1/3: tau = 1 + 2 (2/3 + 1/3) = 3.
+    A 5-point central difference [1, -8, 0, 8, -1] has rho_1 = -16/130 < 0: tau = 1."""
+    from scipy import sparse
+
+    from dynid.symbolic.noise import derivative_correlation_time, operator_correlation_time
+
+    n = 400
+    moving_sum = sparse.diags([1.0, 1.0, 1.0], [0, 1, 2], shape=(n - 2, n))
+    assert operator_correlation_time(moving_sum) == pytest.approx(3.0, rel=0.02)
+    t = np.linspace(0.0, 10.0, 2000)
+    x = np.column_stack([np.sin(t), np.cos(1.7 * t)])
+    assert derivative_correlation_time(x, t, "finite_difference", {"order": 4}) == pytest.approx(1.0, abs=0.15)
+    # A Savitzky-Golay derivative smooths over its window: its noise is correlated over ~window/2.
+    savgol = derivative_correlation_time(x, t, "savgol", {"window": 21, "polyorder": 3})
+    from scipy.signal import savgol_coeffs
+
+    taps = savgol_coeffs(21, 3, deriv=1)
+    exact = operator_correlation_time(sparse.diags(taps, np.arange(21), shape=(n - 20, n)))
+    assert exact > 3.0 and savgol == pytest.approx(exact, rel=0.3)
+
+
+def test_select_scores_every_candidate_with_the_given_noise_time():
+    theta, y, _ = noisy_problem(3, n=600)
+    train, val = train_validation_split([y.size])
+    chosen = select(theta[train], y[train], theta_val=theta[val], y_val=y[val], tau=4.0)
+    m = int(val.sum())
+    for candidate in chosen.all:
+        mse = candidate.val_error**2
+        expected = information_criterion(mse, round(m / 4.0), candidate.n_terms, "aicc")
+        assert candidate.criterion == pytest.approx(expected, rel=1e-9, abs=1e-9)
+    assert set(np.flatnonzero(chosen.best.support)) == set(TRUE_COLUMNS)

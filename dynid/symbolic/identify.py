@@ -10,6 +10,9 @@
    scored per equation by ``selection.select``: the STLSQ path and exact best subsets, chosen by
    AICc (or BIC) on held-out contiguous blocks of rows. Across libraries the lowest held-out
    criterion wins, so a richer library is used only when it predicts held-out rows better.
+   All libraries share one effective number of held-out rows (rows over the autocorrelation
+   time of the targets' noise, raised to that of the winner's residuals when those are more
+   correlated), so their criteria are on one scale.
    Libraries with families of alternative terms (Hill shapes of every exponent) are first cut
    to one member per family at its best constant for the equation (``profile``).
 3. The chosen support is refitted on all rows; constants inside nonlinear terms (x/(c + x)) are
@@ -131,12 +134,21 @@ class _Rows:
     weights: Any  # None (rows = samples) or a (N, n) sparse integration operator (weak form)
     formulation: str
     details: dict[str, Any]
-    target_error: np.ndarray  # (d,) RMS systematic error of the targets (see selection.select)
+    target_error: np.ndarray  # (N, d) systematic error of each target (see selection.select)
+    noise_time: float = 1.0  # autocorrelation time (rows) of the targets' noise (selection.select)
 
     def theta(self, termset: Any, columns: list[int] | None = None, constants: dict[str, float] | None = None) -> np.ndarray:
         """The terms (all, or ``columns``) on these rows, (N, p), at ``constants`` if given."""
         values = termset.evaluate(self.states, self.inputs, constants, columns)
         return values if self.weights is None else self.weights @ values
+
+    def error_floor(self, i: int, rows: np.ndarray | None = None) -> float:
+        """RMS systematic error of equation ``i``'s targets over ``rows`` (mask; default all).
+
+        Per row, because a finite difference's truncation error sits where the dynamics are
+        fast (a spike): the floor for held-out rows is their own error, not the record's."""
+        error = self.target_error[:, i] if rows is None else self.target_error[rows, i]
+        return float(np.sqrt(np.mean(error**2))) if error.size else 0.0
 
 
 def identify(data: Dataset, options: SymbolicOptions = SymbolicOptions()) -> Identification:
@@ -262,16 +274,19 @@ def _map_rows(data: Dataset) -> _Rows:
     inputs = None if not data.inputs else np.vstack([trial.u[:-1] for trial in usable])
     targets = np.vstack([trial.x[1:] for trial in usable])
     rows = [t.n_samples - 1 for t in usable]
-    return _Rows(targets, states, inputs, rows, None, "map", {}, np.zeros(data.n_variables))
+    return _Rows(targets, states, inputs, rows, None, "map", {}, np.zeros_like(targets))
 
 
 def _strong_rows(trials: list, data: Dataset, method: str, details: dict[str, Any]) -> _Rows:
     from dynid.symbolic.derivatives import choose_method, differentiate, smooth
 
-    targets, states, inputs, used_methods, errors = [], [], [], [], []
+    from dynid.symbolic.noise import derivative_correlation_time
+
+    targets, states, inputs, used_methods, errors, times = [], [], [], [], [], []
     for trial in trials:
         name, opts = choose_method(trial.x, trial.t) if method == "auto" else (method, {})
         used_methods.append(name)
+        times.append(derivative_correlation_time(trial.x, trial.t, name, opts))
         targets.append(differentiate(trial.x, trial.t, name, **opts))
         if name == "finite_difference":
             errors.append(truncation_error(trial.x, trial.t, targets[-1]))
@@ -287,9 +302,10 @@ def _strong_rows(trials: list, data: Dataset, method: str, details: dict[str, An
         None,
         "strong",
         details,
-        TRUNCATION_MARGIN * np.sqrt(np.mean(np.vstack(errors) ** 2, axis=0))
-        if errors
-        else np.zeros(data.n_variables),
+        TRUNCATION_MARGIN * np.abs(np.vstack(errors))
+        if len(errors) == len(trials)
+        else np.zeros((sum(trial.n_samples for trial in trials), data.n_variables)),
+        max(times),
     )
 
 
@@ -307,15 +323,24 @@ def truncation_error(x: np.ndarray, t: np.ndarray, derivative: np.ndarray) -> np
 def _weak_rows(trials: list, data: Dataset, details: dict[str, Any]) -> _Rows:
     from scipy import sparse
 
+    from dynid.symbolic.noise import operator_correlation_time
     from dynid.symbolic.weak_form import integration_operator
 
-    operators, targets, windows = [], [], []
+    operators, slope_operators, targets, windows = [], [], [], []
     for trial in trials:
         phi, dphi = integration_operator(trial.t, trial.x)
         operators.append(phi)
+        slope_operators.append(dphi)
         targets.append(-(dphi @ trial.x))
         windows.append(phi.shape[0])
     weights = sparse.block_diag(operators, format="csr")
+    # The targets' own noise (slopes @ noise) sets the first-pass correlation time. The library
+    # side's noise (weights @ noise through the model's gradient, tau ~2 for these windows) and
+    # any lack of fit show up in the winner's residuals, whose correlation time the second pass
+    # of _best_equation uses when it is longer. Starting from the longer weights time instead
+    # left 150-sample records ~7 effective held-out rows and dropped true terms.
+    slopes = sparse.block_diag(slope_operators, format="csr")
+    noise_time = operator_correlation_time(slopes)
     return _Rows(
         np.vstack(targets),
         np.vstack([trial.x for trial in trials]),
@@ -324,7 +349,8 @@ def _weak_rows(trials: list, data: Dataset, details: dict[str, Any]) -> _Rows:
         weights,
         "weak",
         {**details, "derivative": ["weak"], "test_functions": int(sum(windows))},
-        np.zeros(data.n_variables),
+        np.zeros((int(sum(windows)), data.n_variables)),
+        noise_time,
     )
 
 
@@ -339,19 +365,34 @@ def _split(rows: _Rows, options: SymbolicOptions) -> tuple[np.ndarray, np.ndarra
 
 # -- selection, refit, ensemble -------------------------------------------------------------------------
 def _best_equation(i: int, candidates: list[_Candidate], rows: _Rows, train: np.ndarray, val: np.ndarray, options: SymbolicOptions) -> _Choice:
-    """The library and support with the lowest held-out criterion for equation ``i``."""
-    from dynid.symbolic.selection import select
+    """The library and support with the lowest held-out criterion for equation ``i``.
 
+    Every library is scored with one effective number of rows (``selection.select``): first
+    with the targets' noise correlation time; when the winner's held-out residuals are more
+    correlated than that (systematic error, e.g. a derivative's truncation error, which the
+    noise model does not describe), all libraries are scored again with the residuals' time.
+    """
+    from dynid.symbolic.selection import autocorrelation_time
+
+    y = rows.targets[:, i]
+    candidates = [c if c.profile is None else _profiled(c, y, rows) for c in candidates]
+    best = _best_library(i, candidates, rows, train, val, options, rows.noise_time)
+    residual = y[val] - best.candidate.theta[val] @ best.coef
+    tau = autocorrelation_time(residual, _block_labels(val))
+    if tau > rows.noise_time:
+        best = _best_library(i, candidates, rows, train, val, options, tau)
+    return best
+
+
+def _best_library(i: int, candidates: list[_Candidate], rows: _Rows, train: np.ndarray, val: np.ndarray, options: SymbolicOptions, tau: float) -> _Choice:
     y = rows.targets[:, i]
     best: tuple[tuple[float, int], _Choice] | None = None
     for candidate in candidates:
-        if candidate.profile is not None:
-            candidate = _profiled(candidate, y, rows)
-        choice = _select_in(candidate, y, rows, train, val, options, i)
+        choice = _select_in(candidate, y, rows, train, val, options, i, tau)
         if choice is None:
             continue
         if options.refine:
-            choice = _refine_selection(choice, y, rows, train, val, options, i)
+            choice = _refine_selection(choice, y, rows, train, val, options, i, tau)
         choice = _without_redundant_pairs(choice, y, train)
         key = (_library_criterion(choice), int(choice.support.sum()))
         if best is None or key < best[0]:
@@ -435,7 +476,7 @@ def _library_criterion(choice: _Choice) -> float:
     return float(choice.selection.best.criterion) + 2.0 * log(comb(p, k))
 
 
-def _select_in(candidate: _Candidate, y: np.ndarray, rows: _Rows, train: np.ndarray, val: np.ndarray, options: SymbolicOptions, i: int) -> _Choice | None:
+def _select_in(candidate: _Candidate, y: np.ndarray, rows: _Rows, train: np.ndarray, val: np.ndarray, options: SymbolicOptions, i: int, tau: float) -> _Choice | None:
     from dynid.symbolic.selection import select
 
     columns = np.flatnonzero(candidate.usable)
@@ -449,8 +490,9 @@ def _select_in(candidate: _Candidate, y: np.ndarray, rows: _Rows, train: np.ndar
         y_val=y[val],
         criterion=options.criterion,  # type: ignore[arg-type]
         max_terms=options.max_terms,
-        error_floor=float(rows.target_error[i]),
+        error_floor=rows.error_floor(i, val),
         val_blocks=_block_labels(val),
+        tau=tau,
     )
     support = np.zeros(len(candidate.termset), dtype=bool)
     support[columns[selection.best.support]] = True
@@ -465,7 +507,7 @@ def _block_labels(mask: np.ndarray) -> np.ndarray:
     return np.cumsum(starts)[mask]
 
 
-def _refine_selection(choice: _Choice, y: np.ndarray, rows: _Rows, train: np.ndarray, val: np.ndarray, options: SymbolicOptions, i: int) -> _Choice:
+def _refine_selection(choice: _Choice, y: np.ndarray, rows: _Rows, train: np.ndarray, val: np.ndarray, options: SymbolicOptions, i: int, tau: float) -> _Choice:
     """Select -> refine the selected terms' constants on the training rows -> select again with
     the refined terms, until the support is stable: the library's initial constants are only
     guesses, and the criterion must compare the shapes at their best constants."""
@@ -495,7 +537,7 @@ def _refine_selection(choice: _Choice, y: np.ndarray, rows: _Rows, train: np.nda
         refined = TermSet(terms, termset.n_states, termset.n_inputs)
         theta = rows.theta(refined)
         candidate = _Candidate(choice.candidate.spec, refined, theta, np.all(np.isfinite(theta), axis=0))
-        again = _select_in(candidate, y, rows, train, val, options, i)
+        again = _select_in(candidate, y, rows, train, val, options, i, tau)
         if again is None:
             return choice
         stable = np.array_equal(again.support, choice.support)
@@ -520,7 +562,7 @@ def _refit(i: int, choice: _Choice, rows: _Rows, options: SymbolicOptions) -> tu
     # relative precision least squares resolves (sqrt(eps) of the target), is not supported by
     # the data (e.g. 1e-9 x absorbing a refined constant's last digits): drop it. Checked again
     # after the constants are refined, since a term may only have made up for a constant's error.
-    floor = max(float(rows.target_error[i]), np.sqrt(np.finfo(float).eps) * float(np.sqrt(np.mean(y**2))))
+    floor = max(rows.error_floor(i), np.sqrt(np.finfo(float).eps) * float(np.sqrt(np.mean(y**2))))
     for _ in range(REFINE_ROUNDS):
         contribution = np.sqrt(np.mean((theta * coef) ** 2, axis=0))
         resolved = support & (contribution >= floor)

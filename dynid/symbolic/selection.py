@@ -17,7 +17,13 @@ Rows of a time series are not independent: a smoothed derivative's errors are co
 the smoothing window, weak-form rows over overlapping test functions. Counting every row as
 independent evidence makes tiny improvements look significant and lets spurious terms in. So
 n is the effective number of rows, n / tau, with tau the integrated autocorrelation time of the
-held-out residuals of the best model (Sokal's windowed estimate, within contiguous blocks).
+targets' noise (Sokal's windowed estimate, within contiguous blocks). The caller that knows how
+the targets were made passes it (``identify`` propagates white noise through the derivative or
+the weak-form operator); otherwise it is estimated from the held-out residuals of the best model.
+tau must be the same for every model that is compared: residuals of a model that lacks a term
+are smooth (large tau, few effective rows) while an over-fitted one leaves whiter residuals, so a
+per-model tau would scale the criteria differently and reward the wrong model (seen: a 10-term
+trig model beating the true 3-term one whose held-out error was 5x smaller).
 """
 
 from __future__ import annotations
@@ -28,6 +34,7 @@ from typing import Literal
 import numpy as np
 
 from dynid.errors import DataError, UsageError
+from dynid.symbolic.noise import correlation_time
 from dynid.symbolic.solvers import (
     MAX_EXACT_P,
     MAX_NODES,
@@ -106,6 +113,7 @@ def select(
     max_terms: int | None = None,
     error_floor: float = 0.0,
     val_blocks: np.ndarray | None = None,
+    tau: float | None = None,
 ) -> Selection:
     """Choose the sparse support of one equation y ≈ theta @ coef by an information criterion.
 
@@ -117,6 +125,9 @@ def select(
 
     ``val_blocks``: (m,) label of the contiguous block each held-out row belongs to, so that
     residual autocorrelations are not taken across block boundaries (default: one block).
+    ``tau``: autocorrelation time (>= 1, rows) of the held-out targets' noise, for the
+    effective number of rows (module doc); default: estimated from the leading model's
+    held-out residuals.
     ``error_floor``: RMS error of the targets themselves that is not noise, e.g. the truncation
     error of a finite-difference derivative (units of y). Residuals below it carry no
     information, so the criterion never rewards an MSE below ``error_floor**2``: without it,
@@ -157,8 +168,9 @@ def select(
 
     candidates = sorted(scored.values(), key=lambda c: (c.n_terms, c.criterion))
     if theta_val is not None:
-        leader = min(candidates, key=lambda c: (c.criterion, c.n_terms))
-        tau = autocorrelation_time(scorer.residual(leader.support), val_blocks)
+        if tau is None:
+            leader = min(candidates, key=lambda c: (c.criterion, c.n_terms))
+            tau = autocorrelation_time(scorer.residual(leader.support), val_blocks)
         if tau > 1.0:
             candidates = [scorer.rescored(c, tau) for c in candidates]
     return Selection(
@@ -182,15 +194,12 @@ def autocorrelation_time(residual: np.ndarray, blocks: np.ndarray | None = None)
     variance = sum(float(p @ p) for p in pieces)
     if variance <= 0:
         return 1.0
-    tau = 1.0
     longest = max(p.size for p in pieces)
-    for lag in range(1, longest // 2):
-        covariance = sum(float(p[:-lag] @ p[lag:]) for p in pieces if p.size > lag)
-        rho = covariance / variance
-        if rho <= 0:
-            break
-        tau += 2.0 * rho
-    return tau
+    rho = (
+        sum(float(p[:-lag] @ p[lag:]) for p in pieces if p.size > lag) / variance
+        for lag in range(1, longest // 2)
+    )
+    return correlation_time(rho)
 
 
 def pareto_front(candidates: list[Candidate]) -> list[Candidate]:
