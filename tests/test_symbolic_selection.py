@@ -178,7 +178,16 @@ def test_split_holds_out_the_last_contiguous_fraction_of_each_trial():
 def test_split_blocks_and_gap():
     train, val = train_validation_split([100], fraction=0.2, blocks=2, gap=3)
     np.testing.assert_array_equal(np.flatnonzero(val), [*range(40, 50), *range(90, 100)])
-    np.testing.assert_array_equal(np.flatnonzero(~(train | val)), [37, 38, 39, 87, 88, 89])
+    np.testing.assert_array_equal(np.flatnonzero(~(train | val)), [37, 38, 39, 50, 51, 52, 87, 88, 89])
+    # Folds: every row held out exactly once, never next to a training row.
+    held = np.zeros(100, dtype=int)
+    for fold in range(5):
+        train, val = train_validation_split([100], fraction=0.2, blocks=2, gap=3, fold=fold)
+        held += val
+        assert train.sum() >= 60 and not (train & val).any()
+        near = np.convolve(val, np.ones(7), mode="same") > 0
+        assert not (train & near).any()
+    np.testing.assert_array_equal(held, 1)
     with pytest.raises(UsageError):
         train_validation_split([100], fraction=1.0)
 
@@ -275,3 +284,29 @@ def test_select_scores_every_candidate_with_the_given_noise_time():
         expected = information_criterion(mse, round(m / 4.0), candidate.n_terms, "aicc")
         assert candidate.criterion == pytest.approx(expected, rel=1e-9, abs=1e-9)
     assert set(np.flatnonzero(chosen.best.support)) == set(TRUE_COLUMNS)
+
+
+def test_folds_judge_a_term_on_the_rows_where_it_acts():
+    """y = a + 2 b + s + noise with s nonzero only in rows 200-400, which the first fold's
+    held-out blocks miss: one split rarely sees s pay off; pooled folds keep it every time."""
+    from dynid.symbolic.selection import n_folds, select_folds
+
+    n = 2000
+    folds = [train_validation_split([n], blocks=3, fold=j) for j in range(n_folds(0.2))]
+    held = sum(val.astype(int) for _, val in folds)
+    assert held.max() == 1 and held.sum() >= n - 3 * 5  # a remainder < 5 rows per block
+    train, val = folds[0]
+    assert not val[200:400].any()
+    single_found = 0
+    for seed in range(10):
+        rng = np.random.default_rng(seed)
+        theta = rng.standard_normal((n, 6))
+        theta[:, 2] = 0.0
+        theta[200:400, 2] = rng.standard_normal(200)
+        y = theta[:, 0] + 2 * theta[:, 1] + theta[:, 2] + 0.3 * rng.standard_normal(n)
+        single = select(theta[train], y[train], theta_val=theta[val], y_val=y[val], tau=1.0)
+        single_found += bool(single.best.support[2])
+        pooled = select_folds(theta, y, folds, tau=1.0)
+        assert set(np.flatnonzero(pooled.best.support)) == {0, 1, 2}
+        np.testing.assert_allclose(pooled.best.coef[[0, 1, 2]], [1.0, 2.0, 1.0], atol=0.05)
+    assert single_found <= 4

@@ -7,8 +7,9 @@
    (integral) form is used (``weak_form``), which never differentiates the data. Discrete time
    (maps): targets x[k+1], library at x[k].
 2. Candidate libraries of growing richness (``AUTO_LIBRARIES``, plus user terms in each), each
-   scored per equation by ``selection.select``: the STLSQ path and exact best subsets, chosen by
-   AICc (or BIC) on held-out contiguous blocks of rows. Across libraries the lowest held-out
+   scored per equation by ``selection.select_folds``: the STLSQ path and exact best subsets,
+   searched on training rows, the number of terms chosen by AICc (or BIC) on held-out contiguous
+   blocks pooled over 5 folds (every row held out once). Across libraries the lowest held-out
    criterion wins, so a richer library is used only when it predicts held-out rows better.
    All libraries share one effective number of held-out rows (rows over the autocorrelation
    time of the targets' noise, raised to that of the winner's residuals when those are more
@@ -134,21 +135,13 @@ class _Rows:
     weights: Any  # None (rows = samples) or a (N, n) sparse integration operator (weak form)
     formulation: str
     details: dict[str, Any]
-    target_error: np.ndarray  # (N, d) systematic error of each target (see selection.select)
+    target_error: np.ndarray  # (d,) RMS systematic error of the targets (see selection.select)
     noise_time: float = 1.0  # autocorrelation time (rows) of the targets' noise (selection.select)
 
     def theta(self, termset: Any, columns: list[int] | None = None, constants: dict[str, float] | None = None) -> np.ndarray:
         """The terms (all, or ``columns``) on these rows, (N, p), at ``constants`` if given."""
         values = termset.evaluate(self.states, self.inputs, constants, columns)
         return values if self.weights is None else self.weights @ values
-
-    def error_floor(self, i: int, rows: np.ndarray | None = None) -> float:
-        """RMS systematic error of equation ``i``'s targets over ``rows`` (mask; default all).
-
-        Per row, because a finite difference's truncation error sits where the dynamics are
-        fast (a spike): the floor for held-out rows is their own error, not the record's."""
-        error = self.target_error[:, i] if rows is None else self.target_error[rows, i]
-        return float(np.sqrt(np.mean(error**2))) if error.size else 0.0
 
 
 def identify(data: Dataset, options: SymbolicOptions = SymbolicOptions()) -> Identification:
@@ -157,7 +150,8 @@ def identify(data: Dataset, options: SymbolicOptions = SymbolicOptions()) -> Ide
 
     _check_options(options)
     rows = _regression_rows(data, options)
-    train, val = _split(rows, options)
+    split = _split(rows)
+    train, val = split.train, split.val
     user = _user_library(data, options)
     candidates = []
     for spec in _library_specs(options):
@@ -171,7 +165,7 @@ def identify(data: Dataset, options: SymbolicOptions = SymbolicOptions()) -> Ide
             profile = FamilyProfile(termset, theta, usable, train, rows.theta)
         candidates.append(_Candidate(spec, termset, theta, usable, profile))
     d = data.n_variables
-    chosen = _choose_equations(d, candidates, rows, train, val, options)
+    chosen = _choose_equations(d, candidates, rows, split, options)
 
     # Final term list: every equation's selected terms, constants substituted, deduplicated.
     expressions: dict[str, int] = {}
@@ -274,7 +268,7 @@ def _map_rows(data: Dataset) -> _Rows:
     inputs = None if not data.inputs else np.vstack([trial.u[:-1] for trial in usable])
     targets = np.vstack([trial.x[1:] for trial in usable])
     rows = [t.n_samples - 1 for t in usable]
-    return _Rows(targets, states, inputs, rows, None, "map", {}, np.zeros_like(targets))
+    return _Rows(targets, states, inputs, rows, None, "map", {}, np.zeros(data.n_variables))
 
 
 def _strong_rows(trials: list, data: Dataset, method: str, details: dict[str, Any]) -> _Rows:
@@ -302,9 +296,9 @@ def _strong_rows(trials: list, data: Dataset, method: str, details: dict[str, An
         None,
         "strong",
         details,
-        TRUNCATION_MARGIN * np.abs(np.vstack(errors))
-        if len(errors) == len(trials)
-        else np.zeros((sum(trial.n_samples for trial in trials), data.n_variables)),
+        TRUNCATION_MARGIN * np.sqrt(np.mean(np.vstack(errors) ** 2, axis=0))
+        if errors
+        else np.zeros(data.n_variables),
         max(times),
     )
 
@@ -349,25 +343,46 @@ def _weak_rows(trials: list, data: Dataset, details: dict[str, Any]) -> _Rows:
         weights,
         "weak",
         {**details, "derivative": ["weak"], "test_functions": int(sum(windows))},
-        np.zeros((int(sum(windows)), data.n_variables)),
+        np.zeros(data.n_variables),
         noise_time,
     )
 
 
-def _split(rows: _Rows, options: SymbolicOptions) -> tuple[np.ndarray, np.ndarray]:
-    from dynid.symbolic.selection import train_validation_split
+@dataclass(frozen=True)
+class _Split:
+    """Blocked cross-validation folds over the regression rows: ``folds`` [(train, val), ...]
+    boolean (N,) masks whose held-out sets are disjoint and cover (nearly) every row. Fold 0
+    (``train``, ``val``) is the reference: supports are fitted, and constants refined, on its
+    training rows; all folds score the number of terms (``selection.select_folds``)."""
+
+    folds: list[tuple[np.ndarray, np.ndarray]]
+
+    @property
+    def train(self) -> np.ndarray:
+        return self.folds[0][0]
+
+    @property
+    def val(self) -> np.ndarray:
+        return self.folds[0][1]
+
+
+def _split(rows: _Rows) -> _Split:
+    from dynid.symbolic.selection import n_folds, train_validation_split
 
     gap = BOUNDARY_GAP if rows.formulation == "strong" else 0
-    return train_validation_split(
-        rows.rows_per_trial, VALIDATION_FRACTION, blocks=VALIDATION_BLOCKS, gap=gap
-    )
+    return _Split([
+        train_validation_split(
+            rows.rows_per_trial, VALIDATION_FRACTION, blocks=VALIDATION_BLOCKS, gap=gap, fold=fold
+        )
+        for fold in range(n_folds(VALIDATION_FRACTION))
+    ])
 
 
 # -- selection, refit, ensemble -------------------------------------------------------------------------
-def _best_equation(i: int, candidates: list[_Candidate], rows: _Rows, train: np.ndarray, val: np.ndarray, options: SymbolicOptions) -> _Choice:
+def _best_equation(i: int, candidates: list[_Candidate], rows: _Rows, split: _Split, options: SymbolicOptions) -> _Choice:
     """The library and support with the lowest held-out criterion for equation ``i``.
 
-    Every library is scored with one effective number of rows (``selection.select``): first
+    Every library is scored with one effective number of rows (``selection.select_folds``): first
     with the targets' noise correlation time; when the winner's held-out residuals are more
     correlated than that (systematic error, e.g. a derivative's truncation error, which the
     noise model does not describe), all libraries are scored again with the residuals' time.
@@ -376,24 +391,24 @@ def _best_equation(i: int, candidates: list[_Candidate], rows: _Rows, train: np.
 
     y = rows.targets[:, i]
     candidates = [c if c.profile is None else _profiled(c, y, rows) for c in candidates]
-    best = _best_library(i, candidates, rows, train, val, options, rows.noise_time)
-    residual = y[val] - best.candidate.theta[val] @ best.coef
-    tau = autocorrelation_time(residual, _block_labels(val))
+    best = _best_library(i, candidates, rows, split, options, rows.noise_time)
+    residual = y[split.val] - best.candidate.theta[split.val] @ best.coef
+    tau = autocorrelation_time(residual, _block_labels(split.val))
     if tau > rows.noise_time:
-        best = _best_library(i, candidates, rows, train, val, options, tau)
+        best = _best_library(i, candidates, rows, split, options, tau)
     return best
 
 
-def _best_library(i: int, candidates: list[_Candidate], rows: _Rows, train: np.ndarray, val: np.ndarray, options: SymbolicOptions, tau: float) -> _Choice:
+def _best_library(i: int, candidates: list[_Candidate], rows: _Rows, split: _Split, options: SymbolicOptions, tau: float) -> _Choice:
     y = rows.targets[:, i]
     best: tuple[tuple[float, int], _Choice] | None = None
     for candidate in candidates:
-        choice = _select_in(candidate, y, rows, train, val, options, i, tau)
+        choice = _select_in(candidate, y, rows, split, options, i, tau)
         if choice is None:
             continue
         if options.refine:
-            choice = _refine_selection(choice, y, rows, train, val, options, i, tau)
-        choice = _without_redundant_pairs(choice, y, train)
+            choice = _refine_selection(choice, y, rows, split, options, i, tau)
+        choice = _without_redundant_pairs(choice, y, split.train)
         key = (_library_criterion(choice), int(choice.support.sum()))
         if best is None or key < best[0]:
             best = (key, choice)
@@ -440,18 +455,18 @@ def _profiled(candidate: _Candidate, y: np.ndarray, rows: _Rows) -> _Candidate:
 _SHARED: tuple[Any, ...] = ()
 
 
-def _choose_equations(d: int, candidates: list[_Candidate], rows: _Rows, train: np.ndarray, val: np.ndarray, options: SymbolicOptions) -> list[_Choice]:
+def _choose_equations(d: int, candidates: list[_Candidate], rows: _Rows, split: _Split, options: SymbolicOptions) -> list[_Choice]:
     """``_best_equation`` for every equation, in ``options.jobs`` forked processes when > 1."""
     import os
 
     jobs = options.jobs if options.jobs > 0 else (os.cpu_count() or 1)
     jobs = min(jobs, d)
     if jobs <= 1:
-        return [_best_equation(i, candidates, rows, train, val, options) for i in range(d)]
+        return [_best_equation(i, candidates, rows, split, options) for i in range(d)]
     import multiprocessing
 
     global _SHARED
-    _SHARED = (candidates, rows, train, val, options)
+    _SHARED = (candidates, rows, split, options)
     try:
         with multiprocessing.get_context("fork").Pool(jobs) as pool:
             return pool.map(_best_equation_shared, range(d))
@@ -476,22 +491,20 @@ def _library_criterion(choice: _Choice) -> float:
     return float(choice.selection.best.criterion) + 2.0 * log(comb(p, k))
 
 
-def _select_in(candidate: _Candidate, y: np.ndarray, rows: _Rows, train: np.ndarray, val: np.ndarray, options: SymbolicOptions, i: int, tau: float) -> _Choice | None:
-    from dynid.symbolic.selection import select
+def _select_in(candidate: _Candidate, y: np.ndarray, rows: _Rows, split: _Split, options: SymbolicOptions, i: int, tau: float) -> _Choice | None:
+    from dynid.symbolic.selection import select_folds
 
     columns = np.flatnonzero(candidate.usable)
     if columns.size == 0:
         return None
     theta = candidate.theta[:, columns]
-    selection = select(
-        theta[train],
-        y[train],
-        theta_val=theta[val],
-        y_val=y[val],
+    selection = select_folds(
+        theta,
+        y,
+        split.folds,
         criterion=options.criterion,  # type: ignore[arg-type]
         max_terms=options.max_terms,
-        error_floor=rows.error_floor(i, val),
-        val_blocks=_block_labels(val),
+        error_floor=float(rows.target_error[i]),
         tau=tau,
     )
     support = np.zeros(len(candidate.termset), dtype=bool)
@@ -507,7 +520,7 @@ def _block_labels(mask: np.ndarray) -> np.ndarray:
     return np.cumsum(starts)[mask]
 
 
-def _refine_selection(choice: _Choice, y: np.ndarray, rows: _Rows, train: np.ndarray, val: np.ndarray, options: SymbolicOptions, i: int, tau: float) -> _Choice:
+def _refine_selection(choice: _Choice, y: np.ndarray, rows: _Rows, split: _Split, options: SymbolicOptions, i: int, tau: float) -> _Choice:
     """Select -> refine the selected terms' constants on the training rows -> select again with
     the refined terms, until the support is stable: the library's initial constants are only
     guesses, and the criterion must compare the shapes at their best constants."""
@@ -521,14 +534,14 @@ def _refine_selection(choice: _Choice, y: np.ndarray, rows: _Rows, train: np.nda
         if not any(termset.terms[k].constants for k in np.flatnonzero(choice.support)):
             return choice
         if rows.weights is None:
-            states, inputs = rows.states[train], None if rows.inputs is None else rows.inputs[train]
+            states, inputs = rows.states[split.train], None if rows.inputs is None else rows.inputs[split.train]
             transform = None
         else:
             states, inputs = rows.states, rows.inputs
-            weights = rows.weights[train]
+            weights = rows.weights[split.train]
             transform = lambda columns: weights @ columns  # noqa: E731
         constants, _ = refine_constants(
-            termset, choice.support, choice.coef, states, inputs, y[train], transform=transform
+            termset, choice.support, choice.coef, states, inputs, y[split.train], transform=transform
         )
         terms = [
             replace(t, constants=tuple((name, float(constants[name])) for name, _ in t.constants))
@@ -537,7 +550,7 @@ def _refine_selection(choice: _Choice, y: np.ndarray, rows: _Rows, train: np.nda
         refined = TermSet(terms, termset.n_states, termset.n_inputs)
         theta = rows.theta(refined)
         candidate = _Candidate(choice.candidate.spec, refined, theta, np.all(np.isfinite(theta), axis=0))
-        again = _select_in(candidate, y, rows, train, val, options, i, tau)
+        again = _select_in(candidate, y, rows, split, options, i, tau)
         if again is None:
             return choice
         stable = np.array_equal(again.support, choice.support)
@@ -562,7 +575,7 @@ def _refit(i: int, choice: _Choice, rows: _Rows, options: SymbolicOptions) -> tu
     # relative precision least squares resolves (sqrt(eps) of the target), is not supported by
     # the data (e.g. 1e-9 x absorbing a refined constant's last digits): drop it. Checked again
     # after the constants are refined, since a term may only have made up for a constant's error.
-    floor = max(rows.error_floor(i), np.sqrt(np.finfo(float).eps) * float(np.sqrt(np.mean(y**2))))
+    floor = max(float(rows.target_error[i]), np.sqrt(np.finfo(float).eps) * float(np.sqrt(np.mean(y**2))))
     for _ in range(REFINE_ROUNDS):
         contribution = np.sqrt(np.mean((theta * coef) ** 2, axis=0))
         resolved = support & (contribution >= floor)
