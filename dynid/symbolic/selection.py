@@ -225,7 +225,10 @@ def select_folds(
             theta[train], y[train], theta_val=theta[val], y_val=y[val],
             criterion=criterion, max_terms=max_terms, error_floor=error_floor, tau=tau,
         )
-        first = chosen if first is None else first
+        if first is None:
+            # Only sizes that every fold scores are compared: later folds stop at the first's.
+            first = chosen
+            max_terms = max(c.n_terms for c in chosen.all)
         sizes: dict[int, tuple[Candidate, float]] = {}
         for candidate in chosen.all:
             known = sizes.get(candidate.n_terms)
