@@ -162,3 +162,28 @@ def test_bad_input_raises_dynid_errors():
         sr3(bad, y, 0.1)
     with pytest.raises(UsageError):
         best_subset(theta, y, 31)
+
+
+def test_remembered_searches_resume_with_the_same_answers(monkeypatch):
+    """A search asked for again (more sizes, or the same ones) continues where it stopped and
+    returns what a fresh search would; its supports cannot be modified by a caller."""
+    from dynid.symbolic import solvers
+    from dynid.symbolic.solvers import iter_best_subsets
+
+    rng = np.random.default_rng(11)
+    theta = rng.standard_normal((200, 14))
+    y = theta[:, [1, 4, 9]] @ [1.0, -2.0, 0.5] + 0.1 * rng.standard_normal(200)
+    problem = RegressionProblem.from_data(theta, y)
+    monkeypatch.setattr(solvers, "SEARCH_MEMORY", 0)
+    fresh = [(found.support.copy(), found.rss) for found in iter_best_subsets(problem, 6)]
+    monkeypatch.setattr(solvers, "SEARCH_MEMORY", 8)
+    solvers._SEARCHES.clear()
+    first = list(iter_best_subsets(problem, 3))
+    again = list(iter_best_subsets(RegressionProblem.from_data(theta, y), 6))
+    assert len(solvers._SEARCHES) == 1 and again[:3] == first
+    for (support, rss), found in zip(fresh, again, strict=True):
+        np.testing.assert_array_equal(found.support, support)
+        assert found.rss == rss
+    with pytest.raises(ValueError):
+        again[0].support[0] = True
+    np.testing.assert_array_equal(np.flatnonzero(again[2].support), [1, 4, 9])

@@ -27,8 +27,10 @@ which, see `SubsetSearch`).
 from __future__ import annotations
 
 import functools
+import hashlib
 import itertools
 import math
+from collections import OrderedDict
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
@@ -378,17 +380,47 @@ def iter_best_subsets(
     max_nodes: int = MAX_NODES,
     max_exact_p: int = MAX_EXACT_P,
 ) -> Iterator[BestSubset]:
-    """`BestSubset` of sizes 1, 2, ..., min(max_k, p), computed lazily one size at a time."""
+    """`BestSubset` of sizes 1, 2, ..., min(max_k, p), computed lazily one size at a time.
+
+    The last ``SEARCH_MEMORY`` searches are remembered by their problem (Gram matrix, b and
+    ||y||^2) and resumed where they stopped: model selection asks for the same library on the same
+    rows again (a second pass with another effective row count, refinement rounds that leave the
+    constants unchanged), and the exact search is the expensive part. Same answers, less time.
+    """
+    max_k = min(int(max_k), problem.p)
+    key = hashlib.blake2b(
+        problem.gram.tobytes() + problem.b.tobytes() + repr((problem.total, max_nodes, max_exact_p)).encode()
+    ).digest()
+    entry = _SEARCHES.pop(key, None) or ([], _searches(problem, max_nodes, max_exact_p))
+    _SEARCHES[key] = entry
+    while len(_SEARCHES) > SEARCH_MEMORY:
+        _SEARCHES.popitem(last=False)
+    done, pending = entry
+    for k in range(max_k):
+        if k == len(done):
+            found = next(pending, None)
+            if found is None:
+                return
+            done.append(found)
+        yield done[k]
+
+
+def _searches(problem: RegressionProblem, max_nodes: int, max_exact_p: int) -> Iterator[BestSubset]:
     p = problem.p
-    max_k = min(int(max_k), p)
     if p > max_exact_p:
-        found = _beam_search(problem.gram, problem.b, max_k, BEAM_WIDTH)
+        found = _beam_search(problem.gram, problem.b, p, BEAM_WIDTH)
     else:
-        found = _branch_and_bound_sizes(problem.gram, problem.b, max_k, max_nodes)
+        found = _branch_and_bound_sizes(problem.gram, problem.b, p, max_nodes)
     for search in found:
         support = np.zeros(p, dtype=bool)
         support[list(search.best)] = True
+        support.setflags(write=False)  # shared by every caller of a remembered search
         yield BestSubset(support, problem.total - search.best_gain, search.complete)
+
+
+# Searches remembered by iter_best_subsets (least recently used dropped first).
+SEARCH_MEMORY = 64
+_SEARCHES: OrderedDict[bytes, tuple[list[BestSubset], Iterator[BestSubset]]] = OrderedDict()
 
 
 def _explained(g: np.ndarray, h: np.ndarray) -> float:
