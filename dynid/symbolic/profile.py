@@ -126,11 +126,12 @@ class FamilyProfile:
         while None in picks:
             extra = others(-1)
             residual = _minus(target, extra)
-            gains = [
-                -np.inf if picks[f] is not None else _grid_gain(_minus(grid, extra), residual)
-                for f, (_, grid) in enumerate(self.families)
-            ]
-            f = int(np.argmax(gains))
+            # Only unplaced families compete (when the others already span every grid column,
+            # all gains are -inf and an argmax over all families could pick a placed one forever).
+            f = max(
+                (f for f, pick in enumerate(picks) if pick is None),
+                key=lambda f: _grid_gain(_minus(self.families[f][1], extra), residual),
+            )
             options, grid = self.families[f]
             picks[f] = self._best(options, _minus(grid, extra), residual, extra)
         # Backfitting: each family again, given all the others.
