@@ -25,8 +25,8 @@ from scipy import stats
 
 from dynid.causal.base import CausalSettings
 from dynid.causal.fdr import adjust_pvalues
-from dynid.causal.granger import P_FLOOR, granger
-from dynid.causal.graph import CausalGraph, Edge
+from dynid.causal.granger import granger
+from dynid.causal.graph import CausalGraph, lagged_edges, pair_scores
 from dynid.data.dataset import Dataset
 from dynid.errors import DataError, UsageError
 from dynid.models.linear_tools import lagged_design
@@ -148,14 +148,8 @@ def cluster_granger(
         p_joint[cross], settings.correction  # type: ignore[arg-type]
     )
 
-    edges = [
-        Edge(names[s], names[t], lag + 1, float(gain[s, t, lag]), float(p_adj[s, t, lag]),
-             bool(significant[s, t, lag]))
-        for s in range(k) for t in range(k) if s != t for lag in range(lags)
-    ]
-    score = np.zeros((k, k))
-    min_p = np.min(np.where(cross[:, :, None], p_adj, 1.0), axis=2)
-    score[cross] = -np.log10(np.maximum(min_p[cross], P_FLOOR))
+    edges = lagged_edges(names, gain, p_adj, significant, range(1, lags + 1))
+    score = pair_scores(p_adj)
     return CausalGraph(
         variables=tuple(names),
         method="granger",

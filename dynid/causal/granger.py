@@ -20,14 +20,12 @@ from scipy import linalg, stats
 from dynid.causal.base import CausalMethod, CausalSettings
 from dynid.causal.checks import check_values
 from dynid.causal.fdr import adjust_pvalues, check_correction
-from dynid.causal.graph import CausalGraph, Edge
+from dynid.causal.graph import CausalGraph, lagged_edges, pair_scores
 from dynid.data.dataset import Dataset
 from dynid.errors import DataError, UsageError
 from dynid.models.linear_tools import lagged_design
 from dynid.params import Hyperparameters, param
 
-# Scores are -log10(p); p-values below this floor (or underflowing to 0) score the cap, 300.
-P_FLOOR = 1e-300
 # A null-space direction component counts towards naming a variable above this fraction of the max.
 _NULL_WEIGHT = 1e-6
 # A target whose residual sum of squares is below this fraction of its variance is fitted exactly.
@@ -158,14 +156,8 @@ def granger(
     p_joint_adj[cross] = adjust_pvalues(p_joint[cross], correction)  # type: ignore[arg-type]
 
     names = data.variables
-    edges = [
-        Edge(names[s], names[t], k + 1, float(strength[s, t, k]), float(p_adj[s, t, k]),
-             bool(significant[s, t, k]))
-        for s in range(d) for t in range(d) if s != t for k in range(lags)
-    ]
-    score = np.zeros((d, d))
-    min_p = np.min(np.where(cross[:, :, None], p_adj, 1.0), axis=2)
-    score[cross] = -np.log10(np.maximum(min_p[cross], P_FLOOR))
+    edges = lagged_edges(names, strength, p_adj, significant, range(1, lags + 1))
+    score = pair_scores(p_adj)
     return CausalGraph(
         variables=names,
         method="granger",

@@ -8,6 +8,7 @@ import io
 import math
 import re
 import xml.etree.ElementTree as ET
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -201,6 +202,32 @@ class CausalGraph:
             if edge.significant:
                 pairs.setdefault((edge.source, edge.target), []).append(edge)
         return {pair: sorted(edges, key=lambda e: e.lag) for pair, edges in pairs.items()}
+
+
+# Scores are -log10(p); p-values below this floor (or underflowing to 0) score the cap, 300.
+P_FLOOR = 1e-300
+
+
+def lagged_edges(
+    names: Sequence[str], strength: np.ndarray, p_value: np.ndarray, significant: np.ndarray,
+    lags: Sequence[int],
+) -> list[Edge]:
+    """One `Edge` per ordered pair source s != target t and lag; the arrays are (d, d, L),
+    indexed [s, t, k], where slot k holds lag ``lags[k]``."""
+    d = len(names)
+    return [
+        Edge(names[s], names[t], int(lag), float(strength[s, t, k]), float(p_value[s, t, k]),
+             bool(significant[s, t, k]))
+        for s in range(d) for t in range(d) if s != t for k, lag in enumerate(lags)
+    ]
+
+
+def pair_scores(p_value: np.ndarray) -> np.ndarray:
+    """(d, d) score matrix: -log10 of each ordered pair's smallest p-value over the lag slots of
+    ``p_value`` (d, d, L), floored at ``P_FLOOR``; 0 on the diagonal."""
+    off_diagonal = ~np.eye(p_value.shape[0], dtype=bool)
+    smallest = np.min(np.where(off_diagonal[:, :, None], p_value, 1.0), axis=2)
+    return np.where(off_diagonal, -np.log10(np.maximum(smallest, P_FLOOR)), 0.0)
 
 
 def _json_float(value: float) -> float | None:

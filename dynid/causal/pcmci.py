@@ -33,8 +33,7 @@ from dynid.causal.checks import check_values
 from dynid.causal.base import CausalMethod, CausalSettings
 from dynid.causal.citests import CITest, CMIKnn, ParCorr
 from dynid.causal.fdr import adjust_pvalues
-from dynid.causal.granger import P_FLOOR
-from dynid.causal.graph import CausalGraph, Edge
+from dynid.causal.graph import CausalGraph, lagged_edges, pair_scores
 from dynid.data.dataset import Dataset
 from dynid.errors import DataError, UsageError
 from dynid.params import Hyperparameters, param
@@ -142,13 +141,8 @@ def pcmci(data: Dataset, params: PCMCIParams, settings: CausalSettings) -> Causa
     significant = cross & (np.nan_to_num(p_adj, nan=1.0) <= settings.alpha)
 
     names = data.variables
-    edges = [
-        Edge(names[s], names[t], lag, float(val[s, t, lag]), float(p_adj[s, t, lag]),
-             bool(significant[s, t, lag]))
-        for s in range(d) for t in range(d) if s != t for lag in lags
-    ]
-    min_p = np.min(np.where(cross, p_adj, 1.0), axis=2)
-    score = np.where(off_diagonal, -np.log10(np.maximum(min_p, P_FLOOR)), 0.0)
+    edges = lagged_edges(names, val[:, :, lags], p_adj[:, :, lags], significant[:, :, lags], lags)
+    score = pair_scores(p_adj[:, :, lags])
     return CausalGraph(
         variables=names,
         method="pcmci",

@@ -37,7 +37,7 @@ import numpy as np
 from dynid.causal.checks import check_values
 from dynid.causal.base import CausalMethod, CausalSettings
 from dynid.causal.fdr import adjust_pvalues
-from dynid.causal.graph import CausalGraph, Edge
+from dynid.causal.graph import CausalGraph, lagged_edges, pair_scores
 from dynid.causal.knn import CMIEstimator
 from dynid.data.dataset import Dataset
 from dynid.errors import DataError
@@ -190,13 +190,8 @@ def lagged_graph(
     p_adj[cross] = adjust_pvalues(p_raw[cross], settings.correction)  # type: ignore[arg-type]
     significant = cross[:, :, None] & (np.nan_to_num(p_adj, nan=1.0) <= settings.alpha)
     names = data.variables
-    edges = [
-        Edge(names[s], names[t], k + 1, float(strength[s, t, k]), float(p_adj[s, t, k]),
-             bool(significant[s, t, k]))
-        for s in range(d) for t in range(d) if s != t for k in range(lags)
-    ]
-    score = np.zeros((d, d))
-    score[cross] = -np.log10(np.where(cross[:, :, None], p_adj, 1.0).min(axis=2)[cross])
+    edges = lagged_edges(names, strength, p_adj, significant, range(1, lags + 1))
+    score = pair_scores(p_adj)
     return CausalGraph(
         variables=names, method=method, max_lag=lags, alpha=settings.alpha, edges=edges,
         score_matrix=score, adjacency=significant.any(axis=2),
