@@ -164,6 +164,7 @@ def derivative_correlation_time(
     with a fixed seed so the answer is repeatable. x: (n, d); t: (n,). Median over columns.
     """
     from dynid.symbolic.derivatives import differentiate
+    from dynid.symbolic.selection import autocorrelation_time
 
     x = _as_2d(x)
     if x.shape[0] < 7:
@@ -171,6 +172,4 @@ def derivative_correlation_time(
     level = np.maximum(estimate_noise(x, t), 1e-6 * np.std(x, axis=0))
     noise = np.random.default_rng(seed).standard_normal(x.shape) * level
     response = differentiate(x + noise, t, method, **options) - differentiate(x, t, method, **options)
-    from dynid.symbolic.selection import autocorrelation_time
-
     return float(np.median([autocorrelation_time(column) for column in response.T]))

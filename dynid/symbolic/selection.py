@@ -209,8 +209,9 @@ def select_folds(
     the K estimates come from training sets that overlap by (K - 2) / (K - 1) and from the same
     search, so they are not K independent tests. Counting every row (K times the evidence) was
     measured: at 5000 samples the small systematic gains of spurious terms (errors in the
-    variables of the weak form, finite-difference error) became "significant" and structure
-    recovery fell from 80% to 72% of the benchmark cases.
+    variables of the weak form, finite-difference error) became "significant": structure
+    recovery on the benchmark's 5000-sample records was 72%, against 89% with one fold's count
+    (and 80% with a single split).
 
     The returned ``best`` is the first fold's best subset of the chosen size, with the pooled
     held-out error and criterion; ``all`` / ``pareto`` list one such model per size.
