@@ -34,10 +34,10 @@ class Trial:
     def n_samples(self) -> int:
         return int(self.x.shape[0])
 
-    def slice(self, start: int | None = None, stop: int | None = None) -> Trial:
-        """The samples ``start:stop`` as a new trial (views, no copy)."""
-        u = None if self.u is None else self.u[start:stop]
-        return Trial(self.t[start:stop], self.x[start:stop], u)
+    def slice(self, start: int | None = None, stop: int | None = None, step: int | None = None) -> Trial:
+        """The samples ``start:stop:step`` as a new trial (views, no copy)."""
+        u = None if self.u is None else self.u[start:stop:step]
+        return Trial(self.t[start:stop:step], self.x[start:stop:step], u)
 
 
 def uniform_step(t: np.ndarray) -> float | None:

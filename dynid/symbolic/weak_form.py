@@ -74,7 +74,10 @@ def decorrelation_samples(x: np.ndarray) -> int:
     acf = np.fft.irfft(np.abs(spectrum) ** 2, size, axis=0)[:n]
     with np.errstate(invalid="ignore", divide="ignore"):
         acf = acf / acf[0]
-    mean = np.nanmean(acf, axis=1)
+    finite = np.isfinite(acf)
+    counts = finite.sum(axis=1)
+    # Constant columns have no autocorrelation (NaN); a record of only those has none at all.
+    mean = np.where(counts > 0, np.sum(np.where(finite, acf, 0.0), axis=1) / np.maximum(counts, 1), np.nan)
     below = np.flatnonzero(mean < np.exp(-1.0))
     return int(below[0]) if below.size else n // 6
 
