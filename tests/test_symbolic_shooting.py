@@ -7,7 +7,7 @@ from scipy.integrate import solve_ivp
 import dynid
 from dynid.data.dataset import Trial
 from dynid.symbolic.identify import SymbolicOptions, identify
-from dynid.symbolic.library import TermSet, parse_library_spec
+from dynid.symbolic.library import Term, TermSet, parse_library_spec
 from dynid.symbolic.shooting import _library_function, _Problem, _Segments, refine_by_shooting
 
 # Lotka-Volterra over poly2 in (x0, x1): names 1, x0, x1, x0**2, x0*x1, x1**2.
@@ -56,7 +56,7 @@ def test_sensitivities_match_finite_differences_of_the_misfit():
     sigma = 0.01 * x.std(axis=0)
     support = np.argwhere(LV_TRUE != 0)
     segments = _Segments.cut([Trial(t, x)], 30)
-    problem = _Problem(_library_function(LV_TERMS), LV_TRUE * 1.05, support, segments, sigma)
+    problem = _Problem(_library_function(LV_TERMS, []), LV_TRUE.shape, support, segments, sigma)
     beta = LV_TRUE[support[:, 0], support[:, 1]] * 1.05
     states = segments.y[:, 0] * 1.01
     normal = problem.evaluate(beta, states, 2)
@@ -71,6 +71,37 @@ def test_sensitivities_match_finite_differences_of_the_misfit():
     shifted[1, 0] += step
     numeric = (problem.evaluate(beta, shifted, 2).cost - normal.cost) / step
     assert numeric == pytest.approx(2 * normal.g_states[1, 0], rel=1e-3)
+
+
+def _michaelis_menten_trials(noise, seed):
+    """dx/dt = -2 x / (0.5 + x) from four initial values, 60 samples each."""
+    rng = np.random.default_rng(seed)
+    t = np.linspace(0, 3, 60)
+    trials = []
+    for x0 in (0.3, 1.0, 2.5, 4.0):
+        clean = solve_ivp(lambda _t, x: -2 * x / (0.5 + x), (0, 3), [x0], t_eval=t, rtol=1e-11, atol=1e-13).y.T
+        trials.append(Trial(t, clean + noise * rng.standard_normal(clean.shape)))
+    return trials
+
+
+def test_refines_the_constant_inside_a_rational_term():
+    terms = TermSet([Term("x0/(c0 + x0)", (("c0", 0.8),), "rational", bounds=(("c0", 0.01, 10.0),))], 1)
+    fit = refine_by_shooting(terms, np.array([[-1.6]]), _michaelis_menten_trials(0.005, 4), np.array([0.005]))
+    assert fit is not None
+    assert fit.constants["c0"] == pytest.approx(0.5, rel=0.03)  # started 60% off
+    assert fit.coefficients[0, 0] == pytest.approx(-2.0, rel=0.02)
+    assert 0.85 < fit.misfit_after < 1.1
+
+
+def test_constant_sensitivities_match_finite_differences():
+    terms = TermSet([Term("x0/(c0 + x0)", (("c0", 0.8),), "rational")], 1)
+    segments = _Segments.cut(_michaelis_menten_trials(0.005, 5), 20)
+    problem = _Problem(_library_function(terms, ["c0"]), (1, 1), np.array([[0, 0]]), segments, np.array([0.005]))
+    params, states = np.array([-1.8, 0.6]), segments.y[:, 0]
+    normal = problem.evaluate(params, states, 1)
+    step = 1e-7
+    numeric = (problem.evaluate(params + [0, step], states, 1).cost - problem.evaluate(params - [0, step], states, 1).cost) / (2 * step)
+    assert numeric == pytest.approx(2 * normal.g_beta[1], rel=1e-5)
 
 
 def test_coarse_sampling_takes_substeps_and_still_recovers_the_rate():

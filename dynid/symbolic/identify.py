@@ -178,35 +178,29 @@ def identify(data: Dataset, options: SymbolicOptions = SymbolicOptions()) -> Ide
     d = data.n_variables
     chosen = _choose_equations(d, candidates, rows, split, options)
 
+    refits = [_refit(i, choice, rows, options) for i, choice in enumerate(chosen)]
+    selected, start, origins = _selected_terms(chosen, refits, data)
+    shooting = _shooting(data, selected, start, rows, options)
+    coefficients, constants = (start, selected.constants) if shooting is None else (shooting.coefficients, shooting.constants)
     # Final term list: every equation's selected terms, constants substituted, deduplicated.
     expressions: dict[str, int] = {}
-    placed = []  # per equation: {library column -> final column}, refitted coefficients
-    for i, choice in enumerate(chosen):
-        coef, constants = _refit(i, choice, rows, options)
-        mapping = {}
-        for k in np.flatnonzero(coef):  # the refit may drop unresolved terms
-            expression = choice.termset.expression(int(k), constants)
-            mapping[int(k)] = expressions.setdefault(expression, len(expressions))
-        placed.append((mapping, coef))
+    columns = np.array(
+        [expressions.setdefault(selected.expression(j, constants), len(expressions)) for j in range(len(selected))],
+        dtype=int,
+    )
     final = TermSet([_plain_term(e) for e in expressions], data.n_variables, data.n_inputs)
-    coefficients = np.zeros((d, len(final)))
-    for i, (mapping, coef) in enumerate(placed):
-        for k, column in mapping.items():
-            coefficients[i, column] = coef[k]
-
-    equation_error = coefficients
-    shooting = _shooting(data, final, coefficients, rows, options)
-    if shooting is not None:
-        coefficients = shooting.coefficients
+    placed = []  # per equation: {library column -> final column}, how far shooting moved each
+    for i, origin in enumerate(origins):
+        shift = np.zeros(len(final))
+        shift[columns[list(origin)]] = coefficients[i, list(origin)] - start[i, list(origin)]
+        placed.append(({k: int(columns[j]) for j, k in origin.items()}, shift))
+    coefficients = np.vstack([np.bincount(columns, weights=row, minlength=len(final)) for row in coefficients])
     theta_val = rows.theta(final)[val] if len(final) else np.zeros((int(val.sum()), 0))
     equations = []
-    for i, (choice, (mapping, _)) in enumerate(zip(chosen, placed)):
+    for i, (choice, (mapping, shift)) in enumerate(zip(chosen, placed)):
         ensemble = _ensemble(choice, rows.targets[:, i], options, i) if options.ensemble else None
         equations.append(
-            _equation_result(
-                choice, mapping, ensemble, coefficients[i] - equation_error[i],
-                theta_val @ coefficients[i], rows.targets[val, i],
-            )
+            _equation_result(choice, mapping, ensemble, shift, theta_val @ coefficients[i], rows.targets[val, i])
         )
     metrics = {
         "formulation": rows.formulation,
@@ -250,6 +244,35 @@ def _build_termset(spec: str, user: Any, data: Dataset, rows: _Rows) -> Any:
     if user is not None:
         library = library + user
     return TermSet.build(library, data.n_variables, data.n_inputs, rows.states, rows.inputs)
+
+
+def _selected_terms(chosen: list[_Choice], refits: list, data: Dataset) -> tuple[Any, np.ndarray, list[dict[int, int]]]:
+    """Every equation's selected terms side by side, each equation's constants renamed apart
+    (two equations may refine one library constant to different values): (term set of P
+    columns, coefficients (d, P) zero outside each equation's own columns, per equation
+    {column: library column})."""
+    from dataclasses import replace
+
+    from dynid.symbolic.library import TermSet
+
+    terms, origins, renamed = [], [], 0
+    for choice, (coef, constants) in zip(chosen, refits):
+        names = dict.fromkeys(c for k in np.flatnonzero(coef) for c in choice.termset.terms[int(k)].constant_names)
+        renaming = {c: f"c{renamed + j}" for j, c in enumerate(names)}
+        renamed += len(names)
+        origin = {}
+        for k in np.flatnonzero(coef):  # the refit may drop unresolved terms
+            term = choice.termset.terms[int(k)]
+            valued = replace(term, constants=tuple((c, float(constants[c])) for c in term.constant_names))
+            origin[len(terms)] = int(k)
+            terms.append(valued.renamed(renaming))
+        origins.append(origin)
+    selected = TermSet(terms, data.n_variables, data.n_inputs)
+    coefficients = np.zeros((len(chosen), len(terms)))
+    for i, ((coef, _), origin) in enumerate(zip(refits, origins)):
+        for j, k in origin.items():
+            coefficients[i, j] = coef[k]
+    return selected, coefficients, origins
 
 
 def _plain_term(expression: str) -> Any:

@@ -8,8 +8,8 @@ sigma_i minimise instead the misfit of simulated trajectories to the samples,
 
     sum_s sum_k sum_i ((x_i(t_sk; a_s, Xi) - y_sk,i) / sigma_i)^2,
 
-over the coefficients Xi on the selected support and one initial state a_s per segment s
-(multiple shooting: Bock & Plitt 1984; for sparse regression models, the output-error refinement
+over the coefficients Xi on the selected support, the constants inside the selected terms (c in
+x/(c + x)) and one initial state a_s per segment s (multiple shooting: Bock & Plitt 1984; for sparse regression models, the output-error refinement
 discussed by Kaheman et al. 2022 and Ribera et al. 2022). Every segment starts from its own
 fitted state, so a chaotic model's divergence over a whole record never enters the fit. A
 segment lasts one decorrelation time of the data (``weak_form.decorrelation_samples``): long
@@ -18,7 +18,7 @@ enough that the fit starting from the equation-error estimate stays in its basin
 
 Numerics: classical RK4 on the sample grid, sub-steps doubled until halving the step moves the
 trajectories by less than ``STEP_TOLERANCE`` of the noise; forward sensitivities (d x / d a_s,
-d x / d Xi) integrated alongside with the library's state Jacobian from sympy;
+d x / d Xi, d x / d c) integrated alongside with the library's derivatives from sympy;
 Levenberg-Marquardt on the Gauss-Newton normal equations, whose arrow structure (segment states
 couple only through Xi) is solved by the Schur complement, so the cost grows with the number of
 segments only linearly. Segments are integrated together, vectorised over segments.
@@ -52,13 +52,15 @@ SIGMA_FLOOR = 1e-3
 
 @dataclass(frozen=True)
 class ShootingFit:
-    """The refined coefficients (d, P) and how the fit went.
+    """The refined coefficients (d, P) and constants ({name: value}, every constant of the term
+    set, the selected terms' ones refined) and how the fit went.
 
     misfit_before / misfit_after: RMS of the noise-standardised residuals (about 1 when the
     model reproduces the samples to within their noise).
     """
 
     coefficients: np.ndarray
+    constants: dict[str, float]
     segments: int
     segment_samples: int
     stride: int
@@ -88,11 +90,13 @@ def refine_by_shooting(
     segment_samples: int | None = None,
 ) -> ShootingFit | None:
     """Refine the nonzero entries of ``coefficients`` (d, P; d x/dt = coefficients @ Theta(x, u)
-    over ``termset``) by multiple shooting on ``trials`` (see the module docstring).
+    over ``termset``) and the constants of the terms they multiply by multiple shooting on
+    ``trials`` (see the module docstring).
 
     noise: (d,) measurement-noise std per variable, in the units of x. segment_samples: samples
-    per segment (default: one decorrelation time, at least ``MIN_SEGMENT``). Returns None when
-    nothing can be refined (no nonzero coefficient, no trial as long as one segment, or a
+    per segment (default: one decorrelation time, at least ``MIN_SEGMENT``). A step that moves a
+    constant out of its term's bounds (``Term.bounds``) or across zero is refused. Returns None
+    when nothing can be refined (no nonzero coefficient, no trial as long as one segment, or a
     trajectory of the starting model that leaves the finite numbers).
     """
     coefficients = np.asarray(coefficients, dtype=float)
@@ -108,21 +112,26 @@ def refine_by_shooting(
     d = coefficients.shape[0]
     sigma = np.asarray(noise, dtype=float).reshape(d)
     sigma = np.maximum(sigma, SIGMA_FLOOR * max(float(np.max(sigma)), np.finfo(float).tiny))
-    problem = _Problem(_library_function(termset), coefficients, support, segments, sigma)
-    substeps = problem.choose_substeps()
+    used = sorted({int(j) for j in support[:, 1]})
+    names = list(dict.fromkeys(c for j in used for c in termset.terms[j].constant_names))
+    problem = _Problem(_library_function(termset, names), coefficients.shape, support, segments, sigma)
+    start = np.concatenate([coefficients[support[:, 0], support[:, 1]], [termset.constants[c] for c in names]])
+    admissible = _admissible(termset, names, start[support.shape[0]:])
+    substeps = problem.choose_substeps(start)
     if substeps is None:
         return None
-    beta, states = coefficients[support[:, 0], support[:, 1]], segments.y[:, 0].copy()
-    current = problem.evaluate(beta, states, substeps)
+    params, states = start, segments.y[:, 0].copy()
+    current = problem.evaluate(params, states, substeps)
     if current is None:
         return None
     before, lam, iterations = current.cost, 1e-3, 0
     for iterations in range(1, MAX_ITERATIONS + 1):
-        step_beta, step_states = current.step(lam)
-        trial = problem.evaluate(beta + step_beta, states + step_states, substeps)
+        step_params, step_states = current.step(lam)
+        proposal = params + step_params
+        trial = problem.evaluate(proposal, states + step_states, substeps) if admissible(proposal) else None
         if trial is not None and trial.cost < current.cost:
             decrease = (current.cost - trial.cost) / current.cost
-            beta, states, current = beta + step_beta, states + step_states, trial
+            params, states, current = proposal, states + step_states, trial
             lam = max(lam / 3.0, 1e-12)
             if decrease < RELATIVE_DECREASE:
                 break
@@ -130,11 +139,13 @@ def refine_by_shooting(
             lam *= 4.0
             if lam > 1e10:
                 break
+    q = support.shape[0]
     refined = np.zeros_like(coefficients)
-    refined[support[:, 0], support[:, 1]] = beta
+    refined[support[:, 0], support[:, 1]] = params[:q]
     count = segments.y.size
     return ShootingFit(
         refined,
+        {**termset.constants, **dict(zip(names, map(float, params[q:])))},
         segments.count,
         length,
         stride,
@@ -143,6 +154,25 @@ def refine_by_shooting(
         float(np.sqrt(before / count)),
         float(np.sqrt(current.cost / count)),
     )
+
+
+def _admissible(termset: Any, names: list[str], start: np.ndarray) -> Callable[[np.ndarray], bool]:
+    """Whether a parameter vector (coefficients, then the constants ``names``) keeps every
+    constant on the side of zero it started on and inside its terms' bounds."""
+    low, high = np.full(len(names), -np.inf), np.full(len(names), np.inf)
+    for term in termset.terms:
+        for name, lo, hi in term.bounds:
+            if name in names:
+                k = names.index(name)
+                low[k], high[k] = max(low[k], lo), min(high[k], hi)
+    sign = np.sign(start)
+    r = len(names)
+
+    def admissible(params: np.ndarray) -> bool:
+        constants = params[params.size - r :] if r else params[:0]
+        return bool(np.all((constants >= low) & (constants <= high) & (np.sign(constants) == sign)))
+
+    return admissible
 
 
 def _segment_plan(trials: Sequence[Trial]) -> tuple[int, int]:
@@ -205,27 +235,30 @@ class _Segments:
         return cls(np.asarray(ts, float), np.asarray(ys, float), np.asarray(us, float) if us else None)
 
 
-def _library_function(termset: Any) -> Callable[[np.ndarray, np.ndarray | None], tuple[np.ndarray, np.ndarray]]:
-    """f(x (S, d), u (S, m) or None) -> (Theta (S, P), d Theta / d x (S, P, d)), compiled once
-    from the terms' sympy forms (common subexpressions shared)."""
+def _library_function(termset: Any, constants: list[str]) -> Callable[..., tuple[np.ndarray, ...]]:
+    """f(x (S, d), u (S, m) or None, values (r,) of ``constants``) -> (Theta (S, P),
+    d Theta / d x (S, P, d), d Theta / d constants (S, P, r)), compiled once from the terms'
+    sympy forms (common subexpressions shared); other constants keep their term-set values."""
     import sympy
 
     from dynid.symbolic.user_terms import coordinate_names
 
-    d, m, p = termset.n_states, termset.n_inputs, len(termset)
+    d, m, p, r = termset.n_states, termset.n_inputs, len(termset), len(constants)
     symbols = [sympy.Symbol(name) for name in coordinate_names(d, m)]
-    values = {sympy.Symbol(name): value for name, value in termset.constants.items()}
-    terms = [termset.symbolic(k).subs(values) for k in range(p)]
-    gradients = [sympy.diff(term, symbol) for term in terms for symbol in symbols[:d]]
-    compiled = sympy.lambdify(symbols, terms + gradients, modules="numpy", cse=True)
+    free = [sympy.Symbol(name) for name in constants]
+    fixed = {sympy.Symbol(n): v for n, v in termset.constants.items() if n not in constants}
+    terms = [termset.symbolic(k).subs(fixed) for k in range(p)]
+    gradients = [sympy.diff(term, symbol) for term in terms for symbol in symbols[:d] + free]
+    compiled = sympy.lambdify(symbols + free, terms + gradients, modules="numpy", cse=True)
 
-    def evaluate(x: np.ndarray, u: np.ndarray | None) -> tuple[np.ndarray, np.ndarray]:
-        columns = list(x.T) + ([] if u is None else list(u.T))
-        out = np.empty((p * (1 + d), x.shape[0]))
+    def evaluate(x: np.ndarray, u: np.ndarray | None, values: np.ndarray) -> tuple[np.ndarray, ...]:
+        arguments = list(x.T) + ([] if u is None else list(u.T)) + list(values)
+        out = np.empty((p * (1 + d + r), x.shape[0]))
         with np.errstate(all="ignore"):
-            for k, value in enumerate(compiled(*columns)):
+            for k, value in enumerate(compiled(*arguments)):
                 out[k] = value
-        return out[:p].T, out[p:].reshape(p, d, -1).transpose(2, 0, 1)
+        gradient = out[p:].reshape(p, d + r, -1).transpose(2, 0, 1)
+        return out[:p].T, gradient[:, :, :d], gradient[:, :, d:]
 
     return evaluate
 
@@ -233,8 +266,8 @@ def _library_function(termset: Any) -> Callable[[np.ndarray, np.ndarray | None],
 @dataclass
 class _Normal:
     """The misfit at one point and its Gauss-Newton normal equations in arrow form:
-    U (S, d, d) per segment state, W (S, d, q) segment state x coefficients, V (q, q),
-    gradients g_states (S, d) and g_beta (q,)."""
+    U (S, d, d) per segment state, W (S, d, n) segment state x parameters, V (n, n),
+    gradients g_states (S, d) and g_beta (n,)."""
 
     cost: float
     U: np.ndarray
@@ -244,7 +277,7 @@ class _Normal:
     g_beta: np.ndarray
 
     def step(self, lam: float) -> tuple[np.ndarray, np.ndarray]:
-        """The Levenberg-Marquardt step (coefficients (q,), segment states (S, d)) with
+        """The Levenberg-Marquardt step (parameters (n,), segment states (S, d)) with
         Marquardt's scaling (lam times the diagonal), by the Schur complement."""
         d = self.U.shape[1]
         eye = np.eye(d)
@@ -261,30 +294,26 @@ class _Normal:
 
 
 class _Problem:
-    """The shooting problem: integrate all segments with their sensitivities."""
+    """The shooting problem: all segments integrated at once, with their sensitivities.
 
-    def __init__(self, library, coefficients: np.ndarray, support: np.ndarray, segments: _Segments, sigma: np.ndarray):
+    Parameters: the q coefficients on ``support`` (rows, columns of Xi), then the r constants
+    the library function takes."""
+
+    def __init__(self, library, shape: tuple[int, int], support: np.ndarray, segments: _Segments, sigma: np.ndarray):
         self.library = library
-        self.shape = coefficients.shape
+        self.shape = shape
         self.rows, self.cols = support[:, 0], support[:, 1]
         self.segments = segments
         self.sigma = sigma
-        self.start = coefficients
 
-    def _xi(self, beta: np.ndarray) -> np.ndarray:
-        xi = np.zeros(self.shape)
-        xi[self.rows, self.cols] = beta
-        return xi
-
-    def choose_substeps(self) -> int | None:
-        """The fewest RK4 sub-steps per sample whose trajectories (starting model, observed
-        initial states) move by less than STEP_TOLERANCE of the noise when the step is halved."""
-        beta = self.start[self.rows, self.cols]
-        states = self.segments.y[:, 0]
-        previous = self._trajectories(beta, states, 1)
+    def choose_substeps(self, params: np.ndarray) -> int | None:
+        """The fewest RK4 sub-steps per sample whose trajectories (at ``params``, from the
+        observed initial states) move by less than STEP_TOLERANCE of the noise when the step
+        is halved; None if a trajectory is not finite."""
+        previous = self._trajectories(params, 1)
         substeps = 1
         while previous is not None and substeps < MAX_SUBSTEPS:
-            finer = self._trajectories(beta, states, 2 * substeps)
+            finer = self._trajectories(params, 2 * substeps)
             if finer is None:
                 return None
             change = float(np.max(np.abs(finer - previous) / self.sigma))
@@ -293,22 +322,81 @@ class _Problem:
                 return substeps // 2
         return None if previous is None else substeps
 
-    def _trajectories(self, beta: np.ndarray, states: np.ndarray, substeps: int) -> np.ndarray | None:
-        xi = self._xi(beta)
+    def _trajectories(self, params: np.ndarray, substeps: int) -> np.ndarray | None:
         out = np.empty_like(self.segments.y)
-        x = states.copy()
-        out[:, 0] = x
-        for k, (h, inputs) in enumerate(self._steps(substeps)):
-            for u0, um, u1 in inputs:
-                k1 = self.library(x, u0)[0] @ xi.T
-                k2 = self.library(x + 0.5 * h * k1, um)[0] @ xi.T
-                k3 = self.library(x + 0.5 * h * k2, um)[0] @ xi.T
-                k4 = self.library(x + h * k3, u1)[0] @ xi.T
-                x = x + h / 6.0 * (k1 + 2 * k2 + 2 * k3 + k4)
-            if not np.all(np.isfinite(x)):
+        for k, point in enumerate(self._integrate(params, self.segments.y[:, 0], substeps, False)):
+            if point is None:
                 return None
-            out[:, k + 1] = x
+            out[:, k] = point[0]
         return out
+
+    def evaluate(self, params: np.ndarray, states: np.ndarray, substeps: int) -> _Normal | None:
+        """Misfit and normal equations at (params, states (S, d)); None if a trajectory or its
+        sensitivities are not finite."""
+        S, _, d = self.segments.y.shape
+        n = params.size
+        weight = 1.0 / self.sigma
+        normal = _Normal(0.0, np.zeros((S, d, d)), np.zeros((S, d, n)), np.zeros((n, n)), np.zeros((S, d)), np.zeros(n))
+        for k, point in enumerate(self._integrate(params, states, substeps, True)):
+            if point is None:
+                return None
+            x, phi, psi = point
+            residual = (x - self.segments.y[:, k]) * weight
+            phi_w = phi * weight[None, :, None]
+            psi_w = psi * weight[None, :, None]
+            normal.cost += float(np.sum(residual**2))
+            normal.U += np.einsum("sij,sik->sjk", phi_w, phi_w)
+            normal.W += np.einsum("sij,sik->sjk", phi_w, psi_w)
+            normal.V += np.einsum("sij,sik->jk", psi_w, psi_w)
+            normal.g_states += np.einsum("sij,si->sj", phi_w, residual)
+            normal.g_beta += np.einsum("sij,si->j", psi_w, residual)
+        return normal
+
+    def _integrate(self, params: np.ndarray, states: np.ndarray, substeps: int, sensitivities: bool):
+        """Yield (x (S, d), d x / d states (S, d, d), d x / d params (S, d, n)) at every sample
+        of the segments (the sensitivities None unless asked for); None, once, where the
+        integration leaves the finite numbers."""
+        S, _, d = self.segments.y.shape
+        q = self.rows.size
+        xi = np.zeros(self.shape)
+        xi[self.rows, self.cols] = params[:q]
+        kappa = params[q:]
+        columns = np.arange(q)
+
+        def derivative(x, phi, psi, u):
+            theta, by_state, by_constant = self.library(x, u, kappa)
+            f = theta @ xi.T
+            if not sensitivities:
+                return f, None, None
+            jacobian = np.einsum("ip,spj->sij", xi, by_state)
+            forcing = np.zeros((S, d, params.size))
+            forcing[:, self.rows, columns] = theta[:, self.cols]
+            forcing[:, :, q:] = np.einsum("ip,spl->sil", xi, by_constant)
+            return f, jacobian @ phi, jacobian @ psi + forcing
+
+        def moved(point, slope, steps):  # point + step * slope, component by component
+            return tuple(None if v is None else v + h * s for v, s, h in zip(point, slope, steps))
+
+        point = (states.copy(), None, None)
+        if sensitivities:
+            point = (point[0], np.broadcast_to(np.eye(d), (S, d, d)).copy(), np.zeros((S, d, params.size)))
+        yield point
+        with np.errstate(all="ignore"):
+            for h, inputs in self._steps(substeps):
+                hh = (h, h[:, :, None], h[:, :, None])
+                for u0, um, u1 in inputs:
+                    a = derivative(*point, u0)
+                    b = derivative(*moved(point, a, [0.5 * v for v in hh]), um)
+                    c = derivative(*moved(point, b, [0.5 * v for v in hh]), um)
+                    e = derivative(*moved(point, c, hh), u1)
+                    slope = tuple(
+                        None if w is None else (w + 2 * x + 2 * y + z) / 6.0 for w, x, y, z in zip(a, b, c, e)
+                    )
+                    point = moved(point, slope, hh)
+                if not all(v is None or np.all(np.isfinite(v)) for v in point):
+                    yield None
+                    return
+                yield point
 
     def _steps(self, substeps: int):
         """Per sample interval: (sub-step h (S, 1), [(u at start, middle, end of each sub-step)])."""
@@ -323,49 +411,3 @@ class _Problem:
                 (u[:, k] + j * du, u[:, k] + (j + 0.5) * du, u[:, k] + (j + 1) * du)
                 for j in range(substeps)
             ]
-
-    def evaluate(self, beta: np.ndarray, states: np.ndarray, substeps: int) -> _Normal | None:
-        """Misfit and normal equations at (beta, states); None if a trajectory is not finite."""
-        xi = self._xi(beta)
-        S, L, d = self.segments.y.shape
-        q = beta.size
-        weight = 1.0 / self.sigma
-        x = states.copy()
-        phi = np.broadcast_to(np.eye(d), (S, d, d)).copy()
-        psi = np.zeros((S, d, q))
-        normal = _Normal(0.0, np.zeros((S, d, d)), np.zeros((S, d, q)), np.zeros((q, q)), np.zeros((S, d)), np.zeros(q))
-        self._accumulate(normal, x, phi, psi, 0, weight)
-
-        def derivative(x, phi, psi, u):
-            theta, gradient = self.library(x, u)
-            jacobian = np.einsum("ip,spj->sij", xi, gradient)
-            forcing = np.zeros((S, d, q))
-            forcing[:, self.rows, np.arange(q)] = theta[:, self.cols]
-            return theta @ xi.T, jacobian @ phi, jacobian @ psi + forcing
-
-        with np.errstate(all="ignore"):
-            for k, (h, inputs) in enumerate(self._steps(substeps)):
-                hh = h[:, :, None]
-                for u0, um, u1 in inputs:
-                    a = derivative(x, phi, psi, u0)
-                    b = derivative(x + 0.5 * h * a[0], phi + 0.5 * hh * a[1], psi + 0.5 * hh * a[2], um)
-                    c = derivative(x + 0.5 * h * b[0], phi + 0.5 * hh * b[1], psi + 0.5 * hh * b[2], um)
-                    e = derivative(x + h * c[0], phi + hh * c[1], psi + hh * c[2], u1)
-                    x = x + h / 6.0 * (a[0] + 2 * b[0] + 2 * c[0] + e[0])
-                    phi = phi + hh / 6.0 * (a[1] + 2 * b[1] + 2 * c[1] + e[1])
-                    psi = psi + hh / 6.0 * (a[2] + 2 * b[2] + 2 * c[2] + e[2])
-                if not (np.all(np.isfinite(x)) and np.all(np.isfinite(psi))):
-                    return None
-                self._accumulate(normal, x, phi, psi, k + 1, weight)
-        return normal
-
-    def _accumulate(self, normal: _Normal, x, phi, psi, k: int, weight: np.ndarray) -> None:
-        residual = (x - self.segments.y[:, k]) * weight
-        phi_w = phi * weight[None, :, None]
-        psi_w = psi * weight[None, :, None]
-        normal.cost += float(np.sum(residual**2))
-        normal.U += np.einsum("sij,sik->sjk", phi_w, phi_w)
-        normal.W += np.einsum("sij,sik->sjk", phi_w, psi_w)
-        normal.V += np.einsum("sij,sik->jk", psi_w, psi_w)
-        normal.g_states += np.einsum("sij,si->sj", phi_w, residual)
-        normal.g_beta += np.einsum("sij,si->j", psi_w, residual)
