@@ -171,3 +171,19 @@ def test_identify_with_shooting_is_more_accurate_on_short_noisy_records():
     # decorrelation time should at least halve them, and be better on every record.
     assert np.median(errors[True]) < 0.5 * np.median(errors[False])
     assert all(a < b for a, b in zip(errors[True], errors[False]))
+
+
+def test_bootstrap_intervals_are_centred_on_the_refined_coefficients():
+    t = np.linspace(0, 20, 150)
+    _, x = _record(_lv, [10.0, 5.0], t, 0.01, seed=21)
+    data = dynid.Dataset.from_arrays(x, t=t)
+    shot = identify(data, SymbolicOptions(ensemble=10, seed=0))
+    plain = identify(data, SymbolicOptions(ensemble=10, seed=0, shooting=False))
+    assert shot.termset.names == plain.termset.names
+    for i, (a, b) in enumerate(zip(shot.equations, plain.equations)):
+        moved = shot.coefficients[i] - plain.coefficients[i]
+        assert np.any(moved != 0)
+        # Same bootstrap (same seed, same selection), shifted by how far shooting moved each term.
+        np.testing.assert_allclose(a.interval, b.interval + moved[:, None], rtol=0, atol=1e-12)
+        on = shot.coefficients[i] != 0
+        assert np.all((a.interval[on, 0] <= shot.coefficients[i, on]) & (shot.coefficients[i, on] <= a.interval[on, 1]))

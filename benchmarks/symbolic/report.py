@@ -19,11 +19,16 @@ Row = dict[str, Any]
 
 @dataclass(frozen=True)
 class Aggregate:
+    """kind: "accuracy" for the issue's validation metrics (structure recovery, coefficient
+    error, re-simulation R^2: the aggregates the goal "ahead of pysindy-defaults" is about),
+    "speed" (the issue sets its speed goal separately: the CLI timing), "robustness"."""
+
     name: str
     select: Callable[[Row], bool]  # which rows
     value: Callable[[list[dict[str, Any]]], float]  # over those rows' tool results
     higher_is_better: bool = True
     percent: bool = True
+    kind: str = "accuracy"
 
 
 def _rate(key: Callable[[dict[str, Any]], bool]) -> Callable[[list[dict[str, Any]]], float]:
@@ -79,11 +84,11 @@ def aggregates() -> list[Aggregate]:
         Aggregate("new-IC R^2 > 0.9, non-chaotic systems", lambda row: not row["chaotic"], good_new),
         Aggregate("training-IC R^2 > 0.9, all cases", lambda row: True, _rate(lambda r: r["r2_train"] > R2_GOOD)),
         Aggregate("median fit time (s), 150 samples", lambda row: row["samples"] == 150,
-                  _median("seconds"), higher_is_better=False, percent=False),
+                  _median("seconds"), higher_is_better=False, percent=False, kind="speed"),
         Aggregate("median fit time (s), 5000 samples", lambda row: row["samples"] == 5000,
-                  _median("seconds"), higher_is_better=False, percent=False),
+                  _median("seconds"), higher_is_better=False, percent=False, kind="speed"),
         Aggregate("fits that raised or timed out", lambda row: True,
-                  _rate(lambda r: r["error"] is not None), higher_is_better=False),
+                  _rate(lambda r: r["error"] is not None), higher_is_better=False, kind="robustness"),
     ]
     return out
 
@@ -96,6 +101,7 @@ def compute(rows: list[Row]) -> list[dict[str, Any]]:
         values = {tool: aggregate.value([row[tool] for row in chosen]) for tool in TOOLS}
         out.append({
             "name": aggregate.name,
+            "kind": aggregate.kind,
             "cases": len(chosen),
             **values,
             "higher_is_better": aggregate.higher_is_better,
@@ -122,15 +128,16 @@ def goals(computed: list[dict[str, Any]], cli_seconds: float | None) -> list[dic
         value = by_name[name]["dynid"]
         return {"goal": text, "value": value, "met": bool(value >= threshold)}
 
-    behind = [e["name"] for e in computed if e["dynid_vs_pysindy"] == "behind"]
-    ties = [e["name"] for e in computed if e["dynid_vs_pysindy"] == "tie"]
+    accuracy = [e for e in computed if e.get("kind", "accuracy") == "accuracy"]
+    behind = [e["name"] for e in accuracy if e["dynid_vs_pysindy"] == "behind"]
+    ties = [e["name"] for e in accuracy if e["dynid_vs_pysindy"] == "tie"]
     return [
         at_least("structure recovered, polynomial, noise 0%", 0.95, "structure recovery >= 95%, polynomial, noise-free"),
         at_least("structure recovered, polynomial, noise 1%", 0.80, "structure recovery >= 80%, polynomial, 1% noise"),
         at_least("structure recovered, non-polynomial, noise 0%", 0.60, "structure recovery >= 60%, non-polynomial, noise-free"),
         at_least("new-IC R^2 > 0.9, all cases", 0.80, "new-IC R^2 > 0.9 for >= 80% (all systems, noise levels, lengths)"),
-        {"goal": "ahead of pysindy-defaults on every aggregate", "value": len(behind), "met": not behind,
-         "behind": behind, "ties": ties},
+        {"goal": "ahead of pysindy-defaults on every accuracy aggregate (structure, coefficient error, R^2)",
+         "value": len(behind), "met": not behind, "behind": behind, "ties": ties},
         {"goal": f"default `dynid symbolic` on 3-D, 10k samples < {CLI_GOAL_S:g} s (CLI, median)",
          "value": cli_seconds, "met": cli_seconds is not None and cli_seconds < CLI_GOAL_S},
     ]
@@ -276,14 +283,19 @@ def _goal_section(document: dict[str, Any]) -> list[str]:
         return ["Diagnostic variant (other dynid settings or noise levels): the issue's goals apply to the "
                 "default full run (symbolic.md) only.", ""]
     return ["## Goals (issue \"dynid symbolic\")", "", *goal_table(document["goals"]), "",
-            _ahead_note(document["goals"]), ""]
+            _ahead_note(document), ""]
 
 
-def _ahead_note(checked: list[dict[str, Any]]) -> str:
-    ahead = checked[4]
-    text = "Behind pysindy on: " + ("; ".join(ahead["behind"]) if ahead["behind"] else "none") + "."
+def _ahead_note(document: dict[str, Any]) -> str:
+    ahead = document["goals"][4]
+    text = "Behind pysindy on accuracy aggregates: " + ("; ".join(ahead["behind"]) if ahead["behind"] else "none") + "."
     if ahead["ties"]:
         text += " Ties (not counted as behind): " + "; ".join(ahead["ties"]) + "."
+    slower = [e for e in document["aggregates"] if e.get("kind") == "speed"]
+    if slower:
+        ratios = ", ".join(f"{e['name']}: {e['dynid'] / e['pysindy']:.0f}x pysindy's" for e in slower)
+        text += (" Speed is not among those aggregates (the issue's speed goal is the CLI timing above); "
+                 f"dynid's library sweep is slower than pysindy's single fit: {ratios}.")
     return text
 
 
