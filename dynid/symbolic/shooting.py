@@ -56,7 +56,9 @@ class ShootingFit:
     set, the selected terms' ones refined) and how the fit went.
 
     misfit_before / misfit_after: RMS of the noise-standardised residuals (about 1 when the
-    model reproduces the samples to within their noise).
+    model reproduces the samples to within their noise); cost: their sum of squares at the end
+    (-2 log-likelihood up to a constant, over ``residuals`` values, of which ``dof`` remain
+    after the fitted coefficients, constants and segment states).
     """
 
     coefficients: np.ndarray
@@ -68,6 +70,9 @@ class ShootingFit:
     iterations: int
     misfit_before: float
     misfit_after: float
+    cost: float
+    residuals: int
+    dof: int
 
     def details(self) -> dict[str, Any]:
         return {
@@ -153,6 +158,9 @@ def refine_by_shooting(
         iterations,
         float(np.sqrt(before / count)),
         float(np.sqrt(current.cost / count)),
+        float(current.cost),
+        int(count),
+        int(count - params.size - states.size),
     )
 
 
