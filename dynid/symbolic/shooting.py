@@ -73,6 +73,7 @@ class ShootingFit:
     cost: float
     residuals: int
     dof: int
+    states: np.ndarray  # (segments, d) fitted initial states, to start a related fit from
 
     def details(self) -> dict[str, Any]:
         return {
@@ -92,40 +93,27 @@ def refine_by_shooting(
     trials: Sequence[Trial],
     noise: np.ndarray,
     *,
+    support: np.ndarray | None = None,
+    states: np.ndarray | None = None,
     segment_samples: int | None = None,
 ) -> ShootingFit | None:
     """Refine the nonzero entries of ``coefficients`` (d, P; d x/dt = coefficients @ Theta(x, u)
     over ``termset``) and the constants of the terms they multiply by multiple shooting on
     ``trials`` (see the module docstring).
 
-    noise: (d,) measurement-noise std per variable, in the units of x. segment_samples: samples
-    per segment (default: one decorrelation time, at least ``MIN_SEGMENT``). A step that moves a
-    constant out of its term's bounds (``Term.bounds``) or across zero is refused. Returns None
-    when nothing can be refined (no nonzero coefficient, no trial as long as one segment, or a
-    trajectory of the starting model that leaves the finite numbers).
+    noise: (d,) measurement-noise std per variable, in the units of x. support: (d, P) bool, the
+    entries to fit (default: the nonzero ones; a zero entry inside it starts at 0). states:
+    initial segment states to start from (``ShootingFit.states`` of a fit on the same trials;
+    default: the samples). segment_samples: samples per segment (default: one decorrelation
+    time, at least ``MIN_SEGMENT``). A step that moves a constant out of its term's bounds
+    (``Term.bounds``) or across zero is refused. Returns None when nothing can be refined (an
+    empty support, no trial as long as one segment, or a trajectory of the starting model that
+    leaves the finite numbers).
     """
-    coefficients = np.asarray(coefficients, dtype=float)
-    support = np.argwhere(coefficients != 0)
-    if support.size == 0:
+    setup = _Setup.build(termset, coefficients, trials, noise, support, states, segment_samples)
+    if setup is None:
         return None
-    length, stride = _segment_plan(trials)
-    if segment_samples is not None:
-        length, stride = segment_samples, 1
-    segments = _Segments.cut(trials, length, stride)
-    if segments is None:
-        return None
-    d = coefficients.shape[0]
-    sigma = np.asarray(noise, dtype=float).reshape(d)
-    sigma = np.maximum(sigma, SIGMA_FLOOR * max(float(np.max(sigma)), np.finfo(float).tiny))
-    used = sorted({int(j) for j in support[:, 1]})
-    names = list(dict.fromkeys(c for j in used for c in termset.terms[j].constant_names))
-    problem = _Problem(_library_function(termset, names), coefficients.shape, support, segments, sigma)
-    start = np.concatenate([coefficients[support[:, 0], support[:, 1]], [termset.constants[c] for c in names]])
-    admissible = _admissible(termset, names, start[support.shape[0]:])
-    substeps = problem.choose_substeps(start)
-    if substeps is None:
-        return None
-    params, states = start, segments.y[:, 0].copy()
+    problem, params, states, substeps = setup.problem, setup.start, setup.states, setup.substeps
     current = problem.evaluate(params, states, substeps)
     if current is None:
         return None
@@ -133,7 +121,7 @@ def refine_by_shooting(
     for iterations in range(1, MAX_ITERATIONS + 1):
         step_params, step_states = current.step(lam)
         proposal = params + step_params
-        trial = problem.evaluate(proposal, states + step_states, substeps) if admissible(proposal) else None
+        trial = problem.evaluate(proposal, states + step_states, substeps) if setup.admissible(proposal) else None
         if trial is not None and trial.cost < current.cost:
             decrease = (current.cost - trial.cost) / current.cost
             params, states, current = proposal, states + step_states, trial
@@ -144,16 +132,16 @@ def refine_by_shooting(
             lam *= 4.0
             if lam > 1e10:
                 break
-    q = support.shape[0]
-    refined = np.zeros_like(coefficients)
-    refined[support[:, 0], support[:, 1]] = params[:q]
-    count = segments.y.size
+    q = setup.rows.size
+    refined = np.zeros_like(setup.coefficients)
+    refined[setup.rows, setup.cols] = params[:q]
+    count = setup.segments.y.size
     return ShootingFit(
         refined,
-        {**termset.constants, **dict(zip(names, map(float, params[q:])))},
-        segments.count,
-        length,
-        stride,
+        {**termset.constants, **dict(zip(setup.names, map(float, params[q:])))},
+        setup.segments.count,
+        setup.length,
+        setup.stride,
         substeps,
         iterations,
         float(np.sqrt(before / count)),
@@ -161,7 +149,76 @@ def refine_by_shooting(
         float(current.cost),
         int(count),
         int(count - params.size - states.size),
+        states,
     )
+
+
+def predicted_decrease(
+    termset: Any,
+    coefficients: np.ndarray,
+    trials: Sequence[Trial],
+    noise: np.ndarray,
+    *,
+    support: np.ndarray,
+    states: np.ndarray | None = None,
+) -> float:
+    """The drop in misfit (``ShootingFit.cost`` units) one Gauss-Newton step from this point
+    predicts, g^T (J^T J)^-1 g: at a fit of a smaller support, with the added entries at 0, the
+    score (Rao) statistic of adding them, which the likelihood-ratio drop equals to second
+    order, at the cost of one integration. Arguments as for ``refine_by_shooting``; nan when the
+    point cannot be integrated."""
+    setup = _Setup.build(termset, coefficients, trials, noise, support, states, None)
+    normal = None if setup is None else setup.problem.evaluate(setup.start, setup.states, setup.substeps)
+    if normal is None:
+        return float("nan")
+    step_params, step_states = normal.step(0.0)
+    return float(-(normal.g_beta @ step_params + np.sum(normal.g_states * step_states)))
+
+
+@dataclass
+class _Setup:
+    """What a shooting fit starts from: the problem, the segments and their plan, the fitted
+    entries (rows, cols) and constants (names), the start (params, states), the sub-steps."""
+
+    problem: _Problem
+    segments: _Segments
+    length: int
+    stride: int
+    coefficients: np.ndarray
+    rows: np.ndarray
+    cols: np.ndarray
+    names: list[str]
+    start: np.ndarray
+    states: np.ndarray
+    substeps: int
+    admissible: Callable[[np.ndarray], bool]
+
+    @classmethod
+    def build(cls, termset, coefficients, trials, noise, support, states, segment_samples) -> _Setup | None:
+        coefficients = np.asarray(coefficients, dtype=float)
+        entries = np.argwhere(coefficients != 0 if support is None else np.asarray(support, dtype=bool))
+        if entries.size == 0:
+            return None
+        length, stride = _segment_plan(trials)
+        if segment_samples is not None:
+            length, stride = segment_samples, 1
+        segments = _Segments.cut(trials, length, stride)
+        if segments is None:
+            return None
+        d = coefficients.shape[0]
+        sigma = np.asarray(noise, dtype=float).reshape(d)
+        sigma = np.maximum(sigma, SIGMA_FLOOR * max(float(np.max(sigma)), np.finfo(float).tiny))
+        used = sorted({int(j) for j in entries[:, 1]})
+        names = list(dict.fromkeys(c for j in used for c in termset.terms[j].constant_names))
+        problem = _Problem(_library_function(termset, names), coefficients.shape, entries, segments, sigma)
+        rows, cols = entries[:, 0], entries[:, 1]
+        start = np.concatenate([coefficients[rows, cols], [termset.constants[c] for c in names]])
+        substeps = problem.choose_substeps(start)
+        if substeps is None:
+            return None
+        states = segments.y[:, 0].copy() if states is None else np.array(states, dtype=float)
+        admissible = _admissible(termset, names, start[rows.size:])
+        return cls(problem, segments, length, stride, coefficients, rows, cols, names, start, states, substeps, admissible)
 
 
 def _admissible(termset: Any, names: list[str], start: np.ndarray) -> Callable[[np.ndarray], bool]:
