@@ -19,9 +19,11 @@
 3. The chosen support is refitted on all rows; constants inside nonlinear terms (x/(c + x)) are
    refined by nonlinear least squares (``refine.refine_constants``).
 4. Noisy continuous-time data (any formulation but the clean-data finite difference): the
-   coefficients on the chosen supports are refined by multiple shooting, i.e. by fitting
-   simulated trajectories to the samples (``shooting.refine_by_shooting``), which the
-   equation-error fits of step 1 only approximate under noise.
+   coefficients and constants on the chosen supports are refined by multiple shooting, i.e. by
+   fitting simulated trajectories to the samples (``shooting.refine_by_shooting``), which the
+   equation-error fits of step 1 only approximate under noise; then each equation may gain the
+   next term of its library when the trajectories' likelihood pays for it by BIC
+   (``_shooting_additions``).
 5. Uncertainty: a moving-block bootstrap ensemble repeats the whole selection on each bag
    (E-SINDy), giving every term an inclusion probability and a coefficient interval (centred on
    the reported coefficient when step 4 moved it).

@@ -300,10 +300,26 @@ class _Segments:
         return cls(np.asarray(ts, float), np.asarray(ys, float), np.asarray(us, float) if us else None)
 
 
+# Compiled library functions of recent term sets: a fit and the score test before it, or
+# the candidates of consecutive equations, share one (sympy's diff + lambdify cost ~50 ms).
+_COMPILED: dict[tuple, Callable[..., tuple[np.ndarray, ...]]] = {}
+_COMPILED_KEEP = 8
+
+
 def _library_function(termset: Any, constants: list[str]) -> Callable[..., tuple[np.ndarray, ...]]:
     """f(x (S, d), u (S, m) or None, values (r,) of ``constants``) -> (Theta (S, P),
     d Theta / d x (S, P, d), d Theta / d constants (S, P, r)), compiled once from the terms'
     sympy forms (common subexpressions shared); other constants keep their term-set values."""
+    fixed = tuple(sorted((n, v) for n, v in termset.constants.items() if n not in constants))
+    key = (tuple(t.expr for t in termset.terms), termset.n_states, termset.n_inputs, tuple(constants), fixed)
+    if key not in _COMPILED:
+        if len(_COMPILED) >= _COMPILED_KEEP:
+            del _COMPILED[next(iter(_COMPILED))]
+        _COMPILED[key] = _compile_library(termset, constants)
+    return _COMPILED[key]
+
+
+def _compile_library(termset: Any, constants: list[str]) -> Callable[..., tuple[np.ndarray, ...]]:
     import sympy
 
     from dynid.symbolic.user_terms import coordinate_names
