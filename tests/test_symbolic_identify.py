@@ -210,3 +210,27 @@ def test_very_short_records_fit_or_say_why(n):
         found = [{k: c for k, c in zip(model.termset_.names, row) if c} for row in model.coefficients_]
         assert set(found[0]) == {"x0"} and found[0]["x0"] == pytest.approx(-1.0, rel=0.05)
         assert set(found[1]) == {"x1"} and found[1]["x1"] == pytest.approx(-2.0, rel=0.05)
+
+
+def test_weak_form_quadrature_on_very_uneven_times():
+    """Uniformly random times put neighbouring steps 100x apart, where uneven Simpson weights go
+    strongly negative; every weight stays >= 0 and integrals of linear functions stay exact."""
+    from dynid.symbolic.weak_form import _simpson_weights
+
+    t = np.sort(np.random.default_rng(5).uniform(0, 10, 201))
+    weights = _simpson_weights(t)
+    ratios = np.diff(t)[1::2] / np.diff(t)[0::2]
+    assert ratios.max() > 10 or ratios.min() < 0.1  # the case at issue is present
+    assert np.all(weights >= 0)
+    assert weights.sum() == pytest.approx(t[-1] - t[0], rel=1e-12)
+    assert weights @ t == pytest.approx((t[-1] ** 2 - t[0] ** 2) / 2, rel=1e-12)
+
+
+def test_noisy_lotka_volterra_at_uniformly_random_times():
+    rng = np.random.default_rng(0)
+    t = np.sort(rng.uniform(0, 30, 400))
+    clean = solve_ivp(lambda _t, x: [1.1 * x[0] - 0.4 * x[0] * x[1], 0.1 * x[0] * x[1] - 0.4 * x[1]],
+                      (0, 30), [10, 5], t_eval=t, rtol=1e-10, atol=1e-12).y.T
+    noisy = clean + 0.02 * clean.std(axis=0) * rng.standard_normal(clean.shape)
+    model = dynid.fit(dynid.Dataset.from_arrays(noisy, t=t, variables=["x", "y"]), "symbolic", ["ensemble=0"]).model
+    _assert_equations(_equations(model), {"x": {"x": 1.1, "x*y": -0.4}, "y": {"x*y": 0.1, "y": -0.4}}, rel=0.03)

@@ -84,10 +84,18 @@ def decorrelation_samples(x: np.ndarray) -> int:
 
 def _simpson_weights(t: np.ndarray) -> np.ndarray:
     """Composite Simpson weights on possibly uneven points t (odd count: an even number of
-    intervals), exact for piecewise quadratics; the classical 1-4-2-...-4-1 h/3 when uniform."""
+    intervals), exact for piecewise quadratics; the classical 1-4-2-...-4-1 h/3 when uniform.
+
+    On a pair of intervals whose lengths differ by more than a factor 2, Simpson's end weights
+    (2 - h1/h0, 2 - h0/h1) turn negative and amplify the noise without bound (uniformly random
+    times have ratios of 100 and more); such a pair takes the trapezoid rule instead, whose
+    weights are never negative."""
     weights = np.zeros_like(t, dtype=float)
     for j in range(0, t.size - 2, 2):
         h0, h1 = t[j + 1] - t[j], t[j + 2] - t[j + 1]
+        if not 0.5 <= h1 / h0 <= 2.0:
+            weights[j : j + 3] += (h0 / 2, (h0 + h1) / 2, h1 / 2)
+            continue
         span = h0 + h1
         weights[j] += span / 6 * (2 - h1 / h0)
         weights[j + 1] += span**3 / (6 * h0 * h1)
