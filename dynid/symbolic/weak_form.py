@@ -13,8 +13,9 @@ drops below 1/e), at most n / ``MIN_WINDOWS`` and at least ``MIN_HALF_WIDTH``: a
 correlation time wide averages the noise over many samples but does not blur the dynamics' own
 time scale, and the cap keeps enough rows (about 2 * MIN_WINDOWS) for held-out selection when
 the record is one slow relaxation (whose "correlation time" is the whole record).
-Composite Simpson quadrature on the actual times (uneven-step weights), so irregular sampling
-works.
+Composite Simpson quadrature on the actual times (uneven-step weights; product integration
+against the linear interpolant where neighbouring steps differ by more than a factor 2), so
+irregular sampling works.
 """
 
 from __future__ import annotations
@@ -47,15 +48,18 @@ def integration_operator(
         index = np.arange(start, start + 2 * m + 1)
         a, b = t[index[0]], t[index[-1]]
         s = t[index]
-        base = (s - a) * (b - s)
         scale = ((b - a) / 2.0) ** (2 * DEGREE)  # phi's maximum, so values are O(1)
-        phi = base**DEGREE / scale
-        dphi = DEGREE * base ** (DEGREE - 1) * (a + b - 2 * s) / scale
-        weights = _simpson_weights(s)
+
+        def phi(s, a=a, b=b, scale=scale):
+            return ((s - a) * (b - s)) ** DEGREE / scale
+
+        def dphi(s, a=a, b=b, scale=scale):
+            return DEGREE * ((s - a) * (b - s)) ** (DEGREE - 1) * (a + b - 2 * s) / scale
+
         rows.append(np.full(index.size, k))
         cols.append(index)
-        values.append(phi * weights)
-        slopes.append(dphi * weights)
+        values.append(_quadrature_row(s, phi))
+        slopes.append(_quadrature_row(s, dphi))
     shape = (len(rows), n)
     r, c = np.concatenate(rows), np.concatenate(cols)
     phi_op = sparse.csr_matrix((np.concatenate(values), (r, c)), shape=shape)
@@ -82,22 +86,33 @@ def decorrelation_samples(x: np.ndarray) -> int:
     return int(below[0]) if below.size else n // 6
 
 
-def _simpson_weights(t: np.ndarray) -> np.ndarray:
-    """Composite Simpson weights on possibly uneven points t (odd count: an even number of
-    intervals), exact for piecewise quadratics; the classical 1-4-2-...-4-1 h/3 when uniform.
+# 5-point Gauss-Legendre nodes and weights on [0, 1]: exact for the degree-9 products of a
+# test function (degree 8) or its slope with a hat function.
+_GAUSS_NODES, _GAUSS_WEIGHTS = (lambda n, w: ((n + 1) / 2, w / 2))(*np.polynomial.legendre.leggauss(5))
 
-    On a pair of intervals whose lengths differ by more than a factor 2, Simpson's end weights
-    (2 - h1/h0, 2 - h0/h1) turn negative and amplify the noise without bound (uniformly random
-    times have ratios of 100 and more); such a pair takes the trapezoid rule instead, whose
-    weights are never negative."""
-    weights = np.zeros_like(t, dtype=float)
-    for j in range(0, t.size - 2, 2):
-        h0, h1 = t[j + 1] - t[j], t[j + 2] - t[j + 1]
-        if not 0.5 <= h1 / h0 <= 2.0:
-            weights[j : j + 3] += (h0 / 2, (h0 + h1) / 2, h1 / 2)
+
+def _quadrature_row(s: np.ndarray, f) -> np.ndarray:
+    """Entries r_j with sum_j r_j x_j ~ int f(t) x(t) dt over [s_0, s_-1] (odd count of points
+    s: an even number of intervals), f a known smooth function (a test function or its slope).
+
+    Composite Simpson, f(s_j) w_j, on pairs of intervals of similar length; exact for piecewise
+    quadratics, the classical 1-4-2-...-4-1 h/3 when uniform. On a pair whose lengths differ by
+    more than a factor 2 Simpson's end weights (2 - h1/h0, 2 - h0/h1) turn negative and
+    amplify the noise without bound (uniformly random times have ratios of 100 and more); such
+    a pair integrates f exactly against the linear interpolant of x instead (product
+    integration), whose entries are bounded by int |f| and never change sign with f.
+    """
+    weights, product = np.zeros(s.size), np.zeros(s.size)
+    for j in range(0, s.size - 2, 2):
+        h0, h1 = s[j + 1] - s[j], s[j + 2] - s[j + 1]
+        if 0.5 <= h1 / h0 <= 2.0:
+            span = h0 + h1
+            weights[j] += span / 6 * (2 - h1 / h0)
+            weights[j + 1] += span**3 / (6 * h0 * h1)
+            weights[j + 2] += span / 6 * (2 - h0 / h1)
             continue
-        span = h0 + h1
-        weights[j] += span / 6 * (2 - h1 / h0)
-        weights[j + 1] += span**3 / (6 * h0 * h1)
-        weights[j + 2] += span / 6 * (2 - h0 / h1)
-    return weights
+        for left, h in ((j, h0), (j + 1, h1)):
+            values = f(s[left] + h * _GAUSS_NODES) * _GAUSS_WEIGHTS * h
+            product[left] += values @ (1 - _GAUSS_NODES)
+            product[left + 1] += values @ _GAUSS_NODES
+    return f(s) * weights + product
