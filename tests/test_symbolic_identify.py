@@ -141,9 +141,9 @@ def test_noisy_lorenz_uses_the_weak_form_and_keeps_the_structure(noise, rel):
 
 @pytest.mark.parametrize(("grid", "tolerance"), [("uniform", 1e-6), ("irregular", 1e-2)])
 def test_weak_form_operator_integrates_by_parts(grid, tolerance):
-    """int phi x' dt = -int phi' x dt: to quadrature accuracy (trapezoid on a smooth integrand
-    that vanishes to high order at the window ends: tiny on a uniform grid, O(gap^2) on random
-    times)."""
+    """int phi x' dt = -int phi' x dt: to quadrature accuracy (Simpson on a smooth integrand
+    that vanishes to high order at the window ends: tiny on a uniform grid; on random times
+    product integration against the linear interpolant where steps differ by more than 2x)."""
     from dynid.symbolic.weak_form import integration_operator
 
     rng = np.random.default_rng(0)

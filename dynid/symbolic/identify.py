@@ -182,11 +182,14 @@ def identify(data: Dataset, options: SymbolicOptions = SymbolicOptions()) -> Ide
 
     refits = [_refit(i, choice, rows, options) for i, choice in enumerate(chosen)]
     selected, start, origins = _selected_terms(chosen, refits, data)
-    shooting = _shooting(data, selected, start, rows, options)
-    if shooting is not None:
-        chosen, selected, start, origins, shooting = _shooting_additions(
-            data, chosen, selected, start, origins, rows, options, shooting
-        )
+    shooting = None
+    if _shooting_applies(rows, options):
+        trials, noise = _shooting_data(data)
+        shooting = _shooting(selected, start, trials, noise)
+        if shooting is not None:
+            chosen, selected, start, origins, shooting = _shooting_additions(
+                chosen, selected, start, origins, rows, options, shooting, trials, noise
+            )
     coefficients, constants = (start, selected.constants) if shooting is None else (shooting.coefficients, shooting.constants)
     # Final term list: every equation's selected terms, constants substituted, deduplicated.
     expressions: dict[str, int] = {}
@@ -451,15 +454,16 @@ def _split(rows: _Rows) -> _Split:
 
 
 # -- selection, refit, ensemble -------------------------------------------------------------------------
-def _shooting(data: Dataset, termset: Any, coefficients: np.ndarray, rows: _Rows, options: SymbolicOptions) -> Any:
-    """``shooting.refine_by_shooting`` of the final coefficients where it pays: continuous time
-    and noisy data (clean data get the finite difference, whose coefficients are already at the
-    integration-error level). None when it is off, not applicable, or could not run."""
-    if not options.shooting or options.discrete or rows.details.get("derivative") == ["finite_difference"]:
-        return None
+def _shooting_applies(rows: _Rows, options: SymbolicOptions) -> bool:
+    """Shooting pays on continuous-time, noisy data: clean data get the finite difference, whose
+    coefficients are already at the integration-error level."""
+    return options.shooting and not options.discrete and rows.details.get("derivative") != ["finite_difference"]
+
+
+def _shooting(termset: Any, coefficients: np.ndarray, trials: list, noise: np.ndarray) -> Any:
+    """``shooting.refine_by_shooting`` of the selected terms; None if it could not run."""
     from dynid.symbolic.shooting import refine_by_shooting
 
-    trials, noise = _shooting_data(data)
     fit = refine_by_shooting(termset, coefficients, trials, noise)
     return fit if fit is not None and np.all(np.isfinite(fit.coefficients)) else None
 
@@ -475,8 +479,8 @@ def _shooting_data(data: Dataset) -> tuple[list, np.ndarray]:
 
 
 def _shooting_additions(
-    data: Dataset, chosen: list[_Choice], selected: Any, start: np.ndarray, origins: list[dict[int, int]],
-    rows: _Rows, options: SymbolicOptions, fit: Any,
+    chosen: list[_Choice], selected: Any, start: np.ndarray, origins: list[dict[int, int]],
+    rows: _Rows, options: SymbolicOptions, fit: Any, trials: list, noise: np.ndarray,
 ) -> tuple[list[_Choice], Any, np.ndarray, list[dict[int, int]], Any]:
     """Equation by equation, the chosen library's best support with one term more, kept when the
     trajectories' likelihood pays for it by BIC: the drop in the noise-standardised misfit
@@ -499,7 +503,6 @@ def _shooting_additions(
     from dynid.symbolic.library import TermSet
     from dynid.symbolic.shooting import predicted_decrease, refine_by_shooting
 
-    trials, noise = _shooting_data(data)
     for i, choice in enumerate(chosen):
         k = int(choice.support.sum())
         larger = next((c for c in choice.selection.all if c.n_terms == k + 1), None)

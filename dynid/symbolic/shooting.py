@@ -9,8 +9,9 @@ sigma_i minimise instead the misfit of simulated trajectories to the samples,
     sum_s sum_k sum_i ((x_i(t_sk; a_s, Xi) - y_sk,i) / sigma_i)^2,
 
 over the coefficients Xi on the selected support, the constants inside the selected terms (c in
-x/(c + x)) and one initial state a_s per segment s (multiple shooting: Bock & Plitt 1984; for sparse regression models, the output-error refinement
-discussed by Kaheman et al. 2022 and Ribera et al. 2022). Every segment starts from its own
+x/(c + x)) and one initial state a_s per segment s (multiple shooting: Bock & Plitt 1984; for
+sparse regression models, the output-error refinement discussed by Kaheman et al. 2022 and
+Ribera et al. 2022). Every segment starts from its own
 fitted state, so a chaotic model's divergence over a whole record never enters the fit. A
 segment lasts one decorrelation time of the data (``weak_form.decorrelation_samples``): long
 enough that the trajectories carry far more information about Xi than a derivative does, short
@@ -363,7 +364,8 @@ class _Normal:
         d = self.U.shape[1]
         eye = np.eye(d)
         diagonal = np.einsum("sii->si", self.U)
-        U = self.U + lam * diagonal[:, :, None] * eye + 1e-300 * eye
+        # U is positive definite: each segment's first sample alone gives it the identity.
+        U = self.U + lam * diagonal[:, :, None] * eye
         V = self.V + lam * np.diag(np.diag(self.V))
         solved_W = np.linalg.solve(U, self.W)
         solved_g = np.linalg.solve(U, self.g_states[:, :, None])[:, :, 0]

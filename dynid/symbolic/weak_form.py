@@ -88,7 +88,8 @@ def decorrelation_samples(x: np.ndarray) -> int:
 
 # 5-point Gauss-Legendre nodes and weights on [0, 1]: exact for the degree-9 products of a
 # test function (degree 8) or its slope with a hat function.
-_GAUSS_NODES, _GAUSS_WEIGHTS = (lambda n, w: ((n + 1) / 2, w / 2))(*np.polynomial.legendre.leggauss(5))
+_GAUSS_NODES, _GAUSS_WEIGHTS = np.polynomial.legendre.leggauss(5)
+_GAUSS_NODES, _GAUSS_WEIGHTS = (_GAUSS_NODES + 1) / 2, _GAUSS_WEIGHTS / 2
 
 
 def _quadrature_row(s: np.ndarray, f) -> np.ndarray:
