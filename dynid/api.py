@@ -18,6 +18,7 @@ from dynid.metrics import valid_prediction_time
 from dynid.models import registry
 from dynid.models.base import Backend, Hyperparameters
 from dynid.runtime import resolve_device, seed_everything
+from dynid.training import TrainingOptions
 
 
 @dataclass
@@ -36,14 +37,20 @@ def fit(
     seed: int | None = None,
     device: str = "auto",
     progress: Any = None,
+    training: TrainingOptions | None = None,
 ) -> FitResult:
     """Fit backend ``model`` (a registry name) on ``data``.
 
     params: a hyperparameter dataclass, ``["key=value", ...]`` as on the command line, or a dict.
+    training: ``--max-time``, checkpoints and threads, for backends that train a network
+    (UsageError for others when any is set).
     """
     from dynid.modelfile import describe_fit
 
     backend = registry.get(model)
+    if training is not None and training.trains and not backend.capabilities.training:
+        raise UsageError(f"--max-time, --checkpoint, --resume and --threads: the {model} "
+                         "backend trains no network")
     if params is None:
         hyper = backend.Params()
     elif isinstance(params, Hyperparameters):

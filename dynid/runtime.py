@@ -1,39 +1,69 @@
-"""Run-time choices shared by commands: compute device and seeding. torch is imported lazily."""
+"""Run-time choices shared by commands: compute device, seeding, torch threads and the progress
+objects training reports to. torch (and rich) are imported lazily."""
 
 from __future__ import annotations
 
+import contextlib
+import math
+import re
 import sys
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Protocol
 
 from dynid.errors import ResourceUnavailable, UsageError
 
-DEVICES = ("auto", "cpu", "cuda")
+DEVICES = ("auto", "cpu", "cuda", "cuda:N")
+_CUDA_INDEX = re.compile(r"cuda:(\d+)")
+
+# torch's intra-op threads for training. Measured on the 2-core development machine while other
+# jobs kept it busy (load 11-16), medians of 3 runs each, 1 vs 2 threads: the cMLP of
+# ``discover-causal --method neural`` on sample_data/var5.csv (-p lam=0.05 -p max_iter=60)
+# 20.7 s vs 20.2 s (same weights bit for bit); a small MLP (10 -> 64 -> 10, Adam, 50 epochs of
+# 2000 rows in minibatches of 200) 7.4 s vs 158 s. A second thread gains nothing on dynid's small
+# networks and, when another process holds the other core, makes every op wait for it.
+DEFAULT_TORCH_THREADS = 1
 
 
 def resolve_device(requested: str, name: str, supports_cuda: bool) -> str:
-    """``auto``/``cpu``/``cuda`` -> the device method ``name`` will run on.
+    """``auto``/``cpu``/``cuda``/``cuda:N`` -> the device method ``name`` will run on.
 
-    ``cuda`` needs a method that runs on CUDA (UsageError otherwise) and a visible GPU
-    (ResourceUnavailable, exit 4, otherwise). ``auto`` picks CUDA only when both hold.
+    ``cuda`` and ``cuda:N`` need a method that runs on CUDA (UsageError otherwise) and a
+    visible GPU, for ``cuda:N`` GPU number N of those visible (ResourceUnavailable, exit 4,
+    otherwise). ``auto`` picks CUDA only when both hold. Returns ``cpu``, ``cuda`` or ``cuda:N``.
     """
-    if requested not in DEVICES:
+    index = _CUDA_INDEX.fullmatch(requested)
+    if requested not in DEVICES[:3] and index is None:
         raise UsageError(f"--device {requested}: expected one of {', '.join(DEVICES)}")
     if requested == "cpu" or (requested == "auto" and not supports_cuda):
         return "cpu"
     if not supports_cuda:
-        raise UsageError(f"--device cuda: {name} runs on the CPU only")
-    available = cuda_available()
-    if requested == "cuda" and not available:
-        raise ResourceUnavailable("--device cuda: no CUDA GPU is visible to torch")
-    return "cuda" if available else "cpu"
+        raise UsageError(f"--device {requested}: {name} runs on the CPU only")
+    count = cuda_device_count()
+    if requested == "auto":
+        return "cuda" if count else "cpu"
+    if not count:
+        raise ResourceUnavailable(f"--device {requested}: no CUDA GPU is visible to torch")
+    if index is not None and int(index.group(1)) >= count:
+        raise ResourceUnavailable(
+            f"--device {requested}: torch sees {count} GPU(s), numbered 0 to {count - 1}"
+        )
+    return requested
 
 
 def cuda_available() -> bool:
     """True when torch is installed and sees a GPU; never imports torch if nothing needs it."""
+    return cuda_device_count() > 0
+
+
+def cuda_device_count() -> int:
+    """The GPUs torch sees (0 without torch or CUDA)."""
     try:
         import torch
     except ImportError:
-        return False
-    return bool(torch.cuda.is_available())
+        return 0
+    return int(torch.cuda.device_count()) if torch.cuda.is_available() else 0
 
 
 def seed_everything(seed: int | None) -> None:
@@ -45,3 +75,132 @@ def seed_everything(seed: int | None) -> None:
     np.random.seed(seed % 2**32)
     if "torch" in sys.modules:
         sys.modules["torch"].manual_seed(seed)
+
+
+@contextlib.contextmanager
+def torch_threads(threads: int | None) -> Iterator[int]:
+    """Run the block with torch's intra-op thread count at ``threads`` (None:
+    ``DEFAULT_TORCH_THREADS``), restoring the previous count after; yields the count used."""
+    import torch
+
+    count = DEFAULT_TORCH_THREADS if threads is None else int(threads)
+    if count < 1:
+        raise UsageError(f"--threads {threads}: must be at least 1")
+    before = torch.get_num_threads()
+    torch.set_num_threads(count)
+    try:
+        yield count
+    finally:
+        torch.set_num_threads(before)
+
+
+# -- progress ----------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class EpochReport:
+    """One epoch's numbers, as the training loop reports them.
+
+    ``stage``: what is being trained (e.g. "lam 0.08"); ``epoch`` counts from 1 up to at most
+    ``max_epochs``; losses in the strategy's units (``validation_loss`` None when there is no
+    validation set); ``elapsed_s`` since the training call began; ``eta_s`` the seconds left at
+    most (remaining epochs at the mean pace so far, capped by ``--max-time``).
+    """
+
+    stage: str
+    epoch: int
+    max_epochs: int
+    loss: float
+    validation_loss: float | None
+    elapsed_s: float
+    eta_s: float
+
+
+class Progress(Protocol):
+    """Where training reports to: ``update`` after every epoch, ``notice`` for what the user
+    must know (e.g. that ``--max-time`` stopped training), ``close`` once at the end."""
+
+    def update(self, report: EpochReport) -> None: ...
+
+    def notice(self, message: str) -> None: ...
+
+    def close(self) -> None: ...
+
+
+class SilentProgress:
+    """Reports nothing (``-q``, or a library call that asked for no progress)."""
+
+    def update(self, report: EpochReport) -> None:
+        pass
+
+    def notice(self, message: str) -> None:
+        pass
+
+    def close(self) -> None:
+        pass
+
+
+class LineProgress:
+    """Notices on stderr; with ``interval_s`` also one line of epoch numbers at most that often
+    (``-v`` off a terminal). Without it, off a terminal, epochs are not shown."""
+
+    def __init__(self, interval_s: float | None = None) -> None:
+        self.interval_s = interval_s
+        self._last = -math.inf
+
+    def update(self, report: EpochReport) -> None:
+        now = time.monotonic()
+        if self.interval_s is None or now - self._last < self.interval_s:
+            return
+        self._last = now
+        print(describe_epoch(report), file=sys.stderr, flush=True)
+
+    def notice(self, message: str) -> None:
+        print(message, file=sys.stderr, flush=True)
+
+    def close(self) -> None:
+        pass
+
+
+class RichProgress:
+    """A live line on a terminal's stderr (rich), notices printed above it."""
+
+    def __init__(self) -> None:
+        from rich.console import Console
+        from rich.live import Live
+
+        self._console = Console(stderr=True, highlight=False)
+        self._live = Live("", console=self._console, transient=True, refresh_per_second=4)
+        self._started = False
+
+    def update(self, report: EpochReport) -> None:
+        if not self._started:
+            self._live.start()
+            self._started = True
+        self._live.update(describe_epoch(report))
+
+    def notice(self, message: str) -> None:
+        self._console.print(message, markup=False)
+
+    def close(self) -> None:
+        if self._started:
+            self._live.stop()
+            self._started = False
+
+
+def make_progress(*, quiet: bool, verbose: bool, terminal: bool) -> Progress:
+    """The progress a command shows: a live line on a terminal; off one, notices only, plus a
+    line every ``VERBOSE_INTERVAL_S`` with ``-v``; nothing at all with ``-q``."""
+    if quiet:
+        return SilentProgress()
+    if terminal:
+        return RichProgress()
+    return LineProgress(VERBOSE_INTERVAL_S if verbose else None)
+
+
+VERBOSE_INTERVAL_S = 5.0
+
+
+def describe_epoch(report: EpochReport) -> str:
+    """One line: stage, epoch, losses and ETA."""
+    validation = "" if report.validation_loss is None else f"  val {report.validation_loss:.4g}"
+    return (f"{report.stage}  epoch {report.epoch}/{report.max_epochs}  loss {report.loss:.4g}"
+            f"{validation}  {report.elapsed_s:.0f} s, <= {report.eta_s:.0f} s left")

@@ -168,6 +168,76 @@ def test_hierarchical_prox():
     assert torch.all(huge == 0)
 
 
+class _Notices:
+    def __init__(self) -> None:
+        self.notices: list[str] = []
+
+    def update(self, report) -> None:  # type: ignore[no-untyped-def]
+        pass
+
+    def notice(self, message: str) -> None:
+        self.notices.append(message)
+
+    def close(self) -> None:
+        pass
+
+
+def _cut_after(monkeypatch, checks: int) -> None:
+    """Make the training session run out of time at its ``checks``-th deadline check."""
+    import itertools
+
+    from dynid.training import TrainingSession
+
+    counter = itertools.count()
+    monkeypatch.setattr(TrainingSession, "out_of_time", lambda self: next(counter) >= checks)
+
+
+@pytest.mark.parametrize("params", [["lam=0.1", "max_iter=40"], ["max_iter=15"]],
+                         ids=["given-lam", "lam-path"])
+def test_max_time_then_resume_gives_the_uninterrupted_result(tmp_path, monkeypatch, params):
+    from dynid.training import TrainingOptions
+
+    data, _ = var_data(n=300)
+    whole = discover(data, "neural", params, max_lag=2, seed=7)
+    notices = _Notices()
+    with monkeypatch.context() as patch:
+        _cut_after(patch, 37)  # in the second fit of the run
+        cut = discover(data, "neural", params, max_lag=2, seed=7, training=TrainingOptions(
+            max_time_s=60.0, checkpoint_dir=str(tmp_path), progress=notices))
+    assert cut.extra["stopped"] == "max_time" and len(notices.notices) == 1
+    assert cut.extra["iterations"] < whole.extra["iterations"]
+    resumed = discover(data, "neural", params, max_lag=2, seed=7, training=TrainingOptions(
+        checkpoint_dir=str(tmp_path), resume=True))
+    assert "stopped" not in whole.extra and "stopped" not in resumed.extra
+    for key in ("weight_norm", "lambda"):
+        np.testing.assert_array_equal(resumed.extra[key], whole.extra[key])
+    np.testing.assert_array_equal(resumed.score_matrix, whole.score_matrix)
+
+
+def test_training_options_on_the_command_line(tmp_path, cli):
+    data, _ = var_data(n=200)
+    path = tmp_path / "var.csv"
+    np.savetxt(path, data.trials[0].x, delimiter=",", header="a,b,c,d,e", comments="")
+    quick = ["discover-causal", path, "--method", "neural", "-p", "lam=0.1", "-p", "max_iter=5",
+             "--max-lag", "2", "--seed", "0", "--threads", "1", "--json"]
+    result = cli(*quick, "--max-time", "1e-9")
+    assert result.returncode == 0, result.stderr
+    assert json.loads(result.stdout)["stopped"] == "max_time"
+    assert result.stderr.decode().startswith("--max-time 1e-09 s reached")
+    quiet = cli(*quick, "--max-time", "1e-9", "-q", "--checkpoint", tmp_path / "ckpt")
+    assert quiet.returncode == 0 and quiet.stderr == b""
+    assert sorted(p.name for p in (tmp_path / "ckpt").iterdir())[0] == "fit-000.npz"
+    for bad in (["--method", "granger", "--max-time", "5"], ["--method", "neural", "--resume"],
+                ["--method", "neural", "--threads", "0"], ["--method", "neural", "--max-time", "0"],
+                ["--method", "neural", "--device", "cuda:x"]):
+        refused = cli("discover-causal", path, *bad)
+        assert refused.returncode == 2, (bad, refused.stderr)
+    if not torch.cuda.is_available():
+        assert cli("discover-causal", path, "--method", "neural", "--device", "cuda:0").returncode == 4
+    fit = cli("fit", path, "--model", "var", "--max-time", "5", "-o", tmp_path / "m.dynid")
+    assert fit.returncode == 2 and b"trains no network" in fit.stderr
+
+
 def test_options_and_errors():
     data, _ = var_data(n=200)
     for bad in (["hidden=0"], ["lam=-1"], ["lr=0"], ["max_iter=0"], ["tolerance=nan"]):

@@ -9,7 +9,7 @@ a ``CausalGraph``. Options every method shares (lags, significance, seed, device
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import ClassVar
 
 from dynid.causal.fdr import check_correction
@@ -17,6 +17,7 @@ from dynid.causal.graph import CausalGraph
 from dynid.data.dataset import Dataset
 from dynid.errors import UsageError
 from dynid.params import Hyperparameters
+from dynid.training import TrainingOptions
 
 
 @dataclass(frozen=True)
@@ -25,7 +26,9 @@ class CausalSettings:
 
     max_lag: largest lag tested, in samples; alpha: significance level applied to p-values
     after ``correction`` (``bh`` Benjamini-Hochberg FDR, ``bonferroni`` or ``none``);
-    seed: for permutation tests, surrogates and neural training; device: ``cpu`` or ``cuda``.
+    seed: for permutation tests, surrogates and neural training; device: ``cpu``, ``cuda`` or
+    ``cuda:N``; training: ``--max-time``, checkpoints, threads and progress of methods that
+    train networks (others refuse them).
     """
 
     max_lag: int = 5
@@ -33,6 +36,7 @@ class CausalSettings:
     correction: str = "bh"
     seed: int | None = None
     device: str = "cpu"
+    training: TrainingOptions = field(default_factory=TrainingOptions)
 
     def __post_init__(self) -> None:
         if isinstance(self.max_lag, bool) or not isinstance(self.max_lag, int) or self.max_lag < 1:
@@ -48,12 +52,15 @@ class NoParams(Hyperparameters):
 
 
 class CausalMethod(ABC):
-    """Discovers a CausalGraph from a Dataset. ``cuda``: whether it can run on a GPU."""
+    """Discovers a CausalGraph from a Dataset. ``cuda``: whether it can run on a GPU;
+    ``trains``: whether it trains networks through ``dynid.training`` (and so takes
+    ``settings.training``)."""
 
     name: ClassVar[str]
     summary: ClassVar[str]
     Params: ClassVar[type[Hyperparameters]] = NoParams
     cuda: ClassVar[bool] = False
+    trains: ClassVar[bool] = False
 
     def __init__(self, params: Hyperparameters | None = None) -> None:
         self.params = params if params is not None else self.Params()

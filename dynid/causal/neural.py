@@ -25,7 +25,9 @@ The penalty is applied by proximal gradient, so groups become exactly zero: GIST
 ICML 2013), a gradient step on the smooth part then the closed-form prox, which for nested groups
 is the group soft-threshold applied from the innermost group (lag L alone) outwards (Jenatton et
 al., JMLR 12, 2011), with Barzilai-Borwein steps and a non-monotone backtracking line search. All
-d networks train at once as one batched model, each with its own step size.
+d networks train at once as one batched model, each with its own step size. Every fit runs
+through the shared training loop (``dynid.training``), one proximal-gradient iteration per
+epoch: ``--max-time`` ends the path where it is, checkpoints let ``--resume`` continue it.
 
 Choosing lam (``lam = None``): the last 20% of each trial is held out. lam rises geometrically
 from ``LAMBDA_START`` (x2 per step, each fit warm-started from the previous one, dense to sparse).
@@ -45,6 +47,7 @@ survives along the path (its exit penalty, interpolated by its weight norm; see
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -59,6 +62,9 @@ from dynid.data.dataset import Dataset
 from dynid.errors import ComputationError, ResourceUnavailable
 from dynid.models.linear_tools import lagged_design
 from dynid.params import Hyperparameters, param
+from dynid.runtime import torch_threads
+from dynid.training import (TrainingConfig, TrainingOptions, TrainingSession, TrainingStep,
+                            block_split, tensors_to_arrays, train)
 
 if TYPE_CHECKING:
     import torch
@@ -130,6 +136,7 @@ class NeuralGranger(CausalMethod):
     summary = "neural Granger causality (cMLP, Tank et al. 2021): sparse per-target MLPs, torch"
     Params = NeuralParams
     cuda = True
+    trains = True
 
     def discover(self, data: Dataset, settings: CausalSettings) -> CausalGraph:
         params = self.params
@@ -138,7 +145,7 @@ class NeuralGranger(CausalMethod):
         # A held-out fifth needs rows enough to rank supports: 50 in all at the least.
         check_series(data, lags, 50, f"neural Granger (max_lag={lags})")
         fit = fit_cmlp([trial.x for trial in data.trials], lags, params, seed=settings.seed,
-                       device=settings.device)
+                       device=settings.device, training=settings.training)
         extra: dict[str, Any] = {
             "lambda_rule": "given" if params.lam is not None else LAMBDA_RULE,
             "lambda": fit.lam,
@@ -154,6 +161,8 @@ class NeuralGranger(CausalMethod):
         }
         if fit.path is not None:
             extra["path"] = fit.path
+        if fit.stopped is not None:
+            extra["stopped"] = fit.stopped
         cross = ~np.eye(data.n_variables, dtype=bool)[:, :, None]
         lag_norms = np.where(cross, fit.weight_norm, 0.0)
         return support_graph(data.variables, self.name, lags, settings.alpha, lag_norms,
@@ -171,7 +180,8 @@ class CMLPFit:
     the one used; ``iterations``: proximal-gradient iterations in all. ``path`` (None when lam was given):
     ``lambda`` (K,), and per path point and target (K, d) ``validation_mse`` and
     ``validation_se`` of the relaxed fits (units of each target's variance) and ``n_active``,
-    the sources kept (self included).
+    the sources kept (self included). ``stopped``: "max_time" when ``--max-time`` cut training
+    short (the path then ends where it was), else None.
     """
 
     weight_norm: np.ndarray
@@ -181,45 +191,56 @@ class CMLPFit:
     seed: int
     iterations: int
     path: dict[str, np.ndarray] | None = None
+    stopped: str | None = None
 
 
 def fit_cmlp(
     trials_x: list[np.ndarray], max_lag: int, params: NeuralParams, *, seed: int | None = None,
-    device: str = "cpu",
+    device: str = "cpu", training: TrainingOptions | None = None,
 ) -> CMLPFit:
     """Train the cMLP of the module docstring on trials (n_i, d); lam as it describes.
 
     ``seed`` fixes the initial weights (None: a fresh seed, returned in the result); with it,
-    results on the CPU repeat exactly. ``device``: "cpu" or "cuda".
+    results on the CPU repeat exactly. ``device``: "cpu", "cuda" or "cuda:N". ``training``:
+    threads, ``--max-time`` (the path then ends at the last lam reached, each network keeping
+    the weights it has), checkpoints and progress.
     """
-    import torch
-
     if seed is None:
         seed = int(np.random.SeedSequence().entropy % 2**63)
-    dev = _device(device)
-    lags = int(max_lag)
+    training = training if training is not None else TrainingOptions()
+    with torch_threads(training.threads):
+        session = TrainingSession(training, seed)
+        result = _fit_path(trials_x, int(max_lag), params, session, _device(device))
+    return result if not session.time_up else dataclasses.replace(result, stopped="max_time")
+
+
+def _fit_path(trials_x: list[np.ndarray], lags: int, params: NeuralParams,
+              session: TrainingSession, dev: torch.device) -> CMLPFit:
+    """``fit_cmlp`` inside its training session."""
+    seed = session.seed
     scales = _scales(trials_x)
     x, y = _rows(trials_x, lags, scales, dev)
-    model = _Stack.initial(x.shape[1], params.hidden, lags, torch.Generator().manual_seed(seed))
-    model = model.to(dev)
-    trainer = _Trainer(params)
+    model = _Stack.initial(x.shape[1], params.hidden, lags, session.torch_generator).to(dev)
+    trainer = _Trainer(params, session)
     if params.lam is not None:
         # Reach lam along the path's own ramp: warm starts converge far faster than one cold fit.
         ramp = [value for value in _path_lambdas() if value < params.lam] + [params.lam]
         iterations, norms = 0, []
         for value in ramp:
-            iterations += trainer.fit(model, x, y, np.full(model.d, value))
+            iterations += trainer.fit(model, x, y, np.full(model.d, value),
+                                      stage=f"lam {value:.3g}")
             norms.append(model.source_norms().cpu().numpy())
         score = _exit_penalty(np.array(ramp), np.array(norms))
         return _result(model, np.full(model.d, params.lam), score, seed, iterations)
-    fit_part, validation = _split(trials_x, lags, scales, dev)
+    fit_part, validation = (_rows(part, lags, scales, dev) for part in
+                            block_split(trials_x, VALIDATION_FRACTION, context=lags))
     path, snapshots, iterations = _lambda_path(trainer, model, fit_part, validation)
     chosen = path.pop("chosen")
     norms = np.array([snapshot.source_norms().cpu().numpy() for snapshot in snapshots])
     score = _exit_penalty(path["lambda"], norms)
     lam = path["lambda"][chosen]
     model = _Stack.select(snapshots, chosen)
-    iterations += trainer.fit(model, x, y, lam)
+    iterations += trainer.fit(model, x, y, lam, stage="refit on all data")
     return _result(model, lam, score, seed, iterations, path)
 
 
@@ -259,18 +280,6 @@ def _rows(
         torch.as_tensor(np.ascontiguousarray(a), dtype=torch.float32, device=device)
         for a in (inputs, targets)
     )
-
-
-def _split(trials_x, lags, scales, device):  # type: ignore[no-untyped-def]
-    """(fit rows, validation rows): validation targets are the last 20% of each trial (their lags
-    may reach back into the fitted part); both scaled like the whole data."""
-    head, tail = [], []
-    for x in trials_x:
-        cut = x.shape[0] - max(int(round(VALIDATION_FRACTION * x.shape[0])), 1)
-        if cut > lags:
-            head.append(x[:cut])
-        tail.append(x[max(cut - lags, 0) :])
-    return _rows(head, lags, scales, device), _rows(tail, lags, scales, device)
 
 
 # -- the batched model -----------------------------------------------------------------------------
@@ -369,70 +378,130 @@ def _prox(w1: torch.Tensor, threshold: torch.Tensor, allowed: torch.Tensor) -> t
 
 # -- training --------------------------------------------------------------------------------------
 class _Trainer:
-    """GISTA on all target networks at once, each with its own step size and line search."""
+    """Runs each penalised or relaxed fit as one call of the shared training loop, all in one
+    ``TrainingSession`` (one ``--max-time`` deadline; checkpoints named by the fit's place in
+    the run, which a seeded run repeats)."""
 
-    def __init__(self, params: NeuralParams):
+    def __init__(self, params: NeuralParams, session: TrainingSession):
         self.params = params
-
-    def _smooth(self, tensors: list[torch.Tensor], x: torch.Tensor, y: torch.Tensor
-                ) -> torch.Tensor:
-        """(d,) per target: MSE plus the output-layer ridge."""
-        model = _Stack(*tensors)
-        residual = model.predict(x) - y
-        return residual.pow(2).mean(dim=0) + self.params.lam_ridge * model.w2.pow(2).sum(dim=1)
+        self.session = session
+        self.fits = 0
 
     def fit(self, model: _Stack, x: torch.Tensor, y: torch.Tensor, lam: np.ndarray,
-            allowed: np.ndarray | None = None) -> int:
+            allowed: np.ndarray | None = None, stage: str = "fit") -> int:
         """Train ``model`` in place with penalties lam (d,), only on the ``allowed`` (d, d)
         [target, source] inputs (default all); returns the iterations used."""
         import torch
 
-        d = model.d
-        lam_t = torch.as_tensor(np.asarray(lam, dtype=np.float32), device=x.device)
-        mask = torch.as_tensor(np.ones((d, d)) if allowed is None else allowed,
-                               dtype=x.dtype, device=x.device)
-
-        def per_target(tensors: list[torch.Tensor]) -> torch.Tensor:
-            return sum(t.reshape(d, -1).sum(dim=1) for t in tensors)  # type: ignore[return-value]
-
-        def objective(smooth: torch.Tensor, w1: torch.Tensor) -> torch.Tensor:
-            return smooth.detach() + lam_t * _nested_norms(w1.detach()).sum(dim=(1, 2))
-
-        params = [t.detach().clone().requires_grad_(True) for t in model.tensors]
+        strategy = _Gista(self.params, model, x, y, lam, allowed)
+        config = TrainingConfig(max_epochs=self.params.max_iter, name=f"fit-{self.fits:03d}",
+                                stage=stage)
+        self.fits += 1
+        result = train(strategy, config, self.session)
         with torch.no_grad():
-            params[0].mul_(mask[:, None, :, None])
-        smooth = self._smooth(params, x, y)
-        grads = torch.autograd.grad(smooth.sum(), params)
-        history = [objective(smooth, params[0])]
-        step = torch.full((d,), self.params.lr, dtype=x.dtype, device=x.device)
-        iteration = 0
-        for iteration in range(1, self.params.max_iter + 1):
-            reference = torch.stack(history[-_MEMORY:]).max(dim=0).values
-            for _ in range(_MAX_BACKTRACKS):
-                with torch.no_grad():
-                    trial = [p - step.reshape((d,) + (1,) * (p.dim() - 1)) * g
-                             for p, g in zip(params, grads)]
-                    trial[0] = _prox(trial[0], step * lam_t, mask)
-                    moved = per_target([(a - b).pow(2) for a, b in zip(trial, params)])
-                trial = [t.requires_grad_(True) for t in trial]
-                trial_smooth = self._smooth(trial, x, y)
-                trial_objective = objective(trial_smooth, trial[0])
-                accepted = trial_objective <= reference - _SIGMA / (2.0 * step) * moved
-                if bool(accepted.all()):
-                    break
-                step = torch.where(accepted, step, step * 0.5)
-            if not bool(torch.isfinite(trial_objective).all()):
-                raise ComputationError("neural Granger training diverged; try a smaller -p lr")
-            trial_grads = torch.autograd.grad(trial_smooth.sum(), trial)
-            step = _barzilai_borwein(trial, params, trial_grads, grads, per_target)
-            params, grads = trial, trial_grads
-            history.append(trial_objective)
-            if iteration % _WINDOW == 0 and _converged(history, self.params.tolerance):
-                break
-        with torch.no_grad():
-            for target, value in zip(model.tensors, params):
+            for target, value in zip(model.tensors, strategy.params):
                 target.copy_(value)
-        return iteration
+        return result.epochs
+
+
+class _Gista:
+    """GISTA on all target networks at once, each with its own step size and line search: one
+    proximal-gradient iteration per epoch of the training loop (a ``Trainable``).
+
+    State: the weights ``params`` and their gradients (w1, b1, w2, b2 as in ``_Stack``), the
+    step sizes (d,) and the last ``_WINDOW + 1`` objectives (d,) each, oldest first.
+    """
+
+    def __init__(self, params: NeuralParams, model: _Stack, x: torch.Tensor, y: torch.Tensor,
+                 lam: np.ndarray, allowed: np.ndarray | None):
+        import torch
+
+        d = model.d
+        self.settings = params
+        self.x, self.y = x, y
+        self.lam = torch.as_tensor(np.asarray(lam, dtype=np.float32), device=x.device)
+        self.mask = torch.as_tensor(np.ones((d, d)) if allowed is None else allowed,
+                                    dtype=x.dtype, device=x.device)
+        self.params = [t.detach().clone().requires_grad_(True) for t in model.tensors]
+        with torch.no_grad():
+            self.params[0].mul_(self.mask[:, None, :, None])
+        smooth = self._smooth(self.params)
+        self.grads = list(torch.autograd.grad(smooth.sum(), self.params))
+        self.history = [self._objective(smooth, self.params[0])]
+        self.step = torch.full((d,), params.lr, dtype=x.dtype, device=x.device)
+
+    def _smooth(self, tensors: list[torch.Tensor]) -> torch.Tensor:
+        """(d,) per target: MSE plus the output-layer ridge."""
+        model = _Stack(*tensors)
+        residual = model.predict(self.x) - self.y
+        return residual.pow(2).mean(dim=0) + self.settings.lam_ridge * model.w2.pow(2).sum(dim=1)
+
+    def _objective(self, smooth: torch.Tensor, w1: torch.Tensor) -> torch.Tensor:
+        return smooth.detach() + self.lam * _nested_norms(w1.detach()).sum(dim=(1, 2))
+
+    def _per_target(self, tensors: list[torch.Tensor]) -> torch.Tensor:
+        d = self.mask.shape[0]
+        return sum(t.reshape(d, -1).sum(dim=1) for t in tensors)  # type: ignore[return-value]
+
+    def train_step(self, epoch: int) -> TrainingStep:
+        import torch
+
+        d, step = self.mask.shape[0], self.step
+        reference = torch.stack(self.history[-_MEMORY:]).max(dim=0).values
+        for _ in range(_MAX_BACKTRACKS):
+            with torch.no_grad():
+                trial = [p - step.reshape((d,) + (1,) * (p.dim() - 1)) * g
+                         for p, g in zip(self.params, self.grads)]
+                trial[0] = _prox(trial[0], step * self.lam, self.mask)
+                moved = self._per_target([(a - b).pow(2) for a, b in zip(trial, self.params)])
+            trial = [t.requires_grad_(True) for t in trial]
+            trial_smooth = self._smooth(trial)
+            trial_objective = self._objective(trial_smooth, trial[0])
+            accepted = trial_objective <= reference - _SIGMA / (2.0 * step) * moved
+            if bool(accepted.all()):
+                break
+            step = torch.where(accepted, step, step * 0.5)
+        if not bool(torch.isfinite(trial_objective).all()):
+            raise ComputationError("neural Granger training diverged; try a smaller -p lr")
+        trial_grads = list(torch.autograd.grad(trial_smooth.sum(), trial))
+        self.step = _barzilai_borwein(trial, self.params, trial_grads, self.grads,
+                                      self._per_target)
+        self.params, self.grads = trial, trial_grads
+        # Older objectives are never looked at again (see _converged and _MEMORY).
+        self.history = [*self.history, trial_objective][-(_WINDOW + 1):]
+        converged = epoch % _WINDOW == 0 and _converged(self.history, self.settings.tolerance)
+        return TrainingStep(float(trial_objective.mean()), converged)
+
+    def validation_loss(self) -> None:
+        """None: the lam path, not the loop, judges held-out error (on relaxed refits)."""
+        return None
+
+    def state_arrays(self) -> dict[str, np.ndarray]:
+        import torch
+
+        names = ("w1", "b1", "w2", "b2")
+        history = torch.stack(self.history)
+        padded = torch.full((_WINDOW + 1, history.shape[1]), float("nan"), dtype=history.dtype,
+                            device=history.device)
+        padded[: history.shape[0]] = history
+        return tensors_to_arrays({
+            **dict(zip(names, self.params)),
+            **{f"grad_{name}": g for name, g in zip(names, self.grads)},
+            "step": self.step, "history": padded,
+            "history_length": torch.tensor(history.shape[0], dtype=torch.int64),
+        })
+
+    def load_state_arrays(self, arrays: dict[str, np.ndarray]) -> None:
+        import torch
+
+        def tensor(name: str) -> torch.Tensor:
+            return torch.from_numpy(arrays[name].copy()).to(self.x.device)
+
+        names = ("w1", "b1", "w2", "b2")
+        self.params = [tensor(name).requires_grad_(True) for name in names]
+        self.grads = [tensor(f"grad_{name}") for name in names]
+        self.step = tensor("step")
+        self.history = list(tensor("history")[: int(arrays["history_length"])])
 
 
 def _barzilai_borwein(new, old, new_grads, old_grads, per_target):  # type: ignore[no-untyped-def]
@@ -477,13 +546,14 @@ def _lambda_path(  # type: ignore[no-untyped-def]
     iterations = 0
     relaxed_errors: dict[bytes, np.ndarray] = {}
     for lam in _path_lambdas():
-        iterations += trainer.fit(model, x_fit, y_fit, np.full(d, lam))
+        iterations += trainer.fit(model, x_fit, y_fit, np.full(d, lam), stage=f"lam {lam:.3g}")
         support = (model.source_norms() > 0).cpu().numpy()
         # A support seen before has the same relaxed fit: reuse its errors.
         key = support.tobytes()
         if key not in relaxed_errors:
             relaxed = model.clone()
-            iterations += trainer.fit(relaxed, x_fit, y_fit, np.zeros(d), allowed=support)
+            iterations += trainer.fit(relaxed, x_fit, y_fit, np.zeros(d), allowed=support,
+                                      stage=f"relaxed refit at lam {lam:.3g}")
             with torch.no_grad():
                 error = (relaxed.predict(x_val) - y_val).pow(2)
             relaxed_errors[key] = error.cpu().numpy().astype(float)
@@ -492,7 +562,7 @@ def _lambda_path(  # type: ignore[no-untyped-def]
         active.append(support.sum(axis=1))
         snapshots.append(model.clone())
         _, within, _ = _one_standard_error(np.array(squared))
-        if np.all((active[-1] == 0) | ~within[-1]):
+        if np.all((active[-1] == 0) | ~within[-1]) or trainer.session.time_up:
             break
     chosen, _, se = _one_standard_error(np.array(squared))
     path = {"lambda": np.array(lambdas), "validation_mse": np.mean(squared, axis=1),

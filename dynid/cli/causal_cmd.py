@@ -8,7 +8,8 @@ from typing import Annotated, Any, Optional
 
 import typer
 
-from dynid.cli.options import DataOptions, OutputPath, ParamsOption, RunOptions, with_options
+from dynid.cli.options import DataOptions, OutputPath, ParamsOption, RunOptions, TrainingFlags
+from dynid.cli.options import with_options
 from dynid.cli.output import Output
 
 FORMATS = ("json", "csv", "dot", "graphml", "text")
@@ -23,7 +24,7 @@ def register(app: typer.Typer) -> None:
     app.command("discover-causal")(discover_causal)
 
 
-@with_options("data", "run")
+@with_options("data", "run", "training")
 def discover_causal(
     data_files: Annotated[Optional[list[str]], typer.Argument(metavar="DATA", help="Data files or '-' for stdin.")] = None,
     method: Annotated[str, typer.Option("--method", help="Method name; 'dynid discover-causal --list' shows them with their -p options.")] = "granger",
@@ -39,9 +40,11 @@ def discover_causal(
     *,
     data: DataOptions,
     run: RunOptions,
+    training: TrainingFlags,
     out: Output,
 ) -> None:
     """Discover which variable drives which, at which lag."""
+    import contextlib
     import json
     import sys
 
@@ -61,12 +64,17 @@ def discover_causal(
     _check_dynamic_output(dynamic_output, method)
     cls = registry.get(method)
     hyper = cls.Params.parse(param or [])
+    options = training.options(out)
+    if options.trains and not cls.trains:
+        raise UsageError(f"--max-time, --checkpoint, --resume and --threads: --method {method} "
+                         "trains no network")
     settings = CausalSettings(
         max_lag=max_lag,
         alpha=alpha,
         correction=correction,
         seed=run.seed,
         device=resolve_device(run.device, f"--method {method}", cls.cuda),
+        training=options,
     )
     chosen = "json" if out.json_mode else output_format
     if not chosen:
@@ -79,13 +87,17 @@ def discover_causal(
         from dynid.causal.clusters import parse_clusters
 
         groups = parse_clusters(clusters, dataset.variables)
-    with out.status(f"running {method}"):
-        if groups is not None:
-            from dynid.causal.clusters import cluster_granger
+    # A training method shows its own progress; a spinner would fight it for the line.
+    with out.status(f"running {method}") if not cls.trains else contextlib.nullcontext():
+        try:
+            if groups is not None:
+                from dynid.causal.clusters import cluster_granger
 
-            graph = cluster_granger(dataset, groups, settings)
-        else:
-            graph = cls(hyper).discover(dataset, settings)
+                graph = cluster_granger(dataset, groups, settings)
+            else:
+                graph = cls(hyper).discover(dataset, settings)
+        finally:
+            options.progress.close()
     if "dynamic" in graph.extra:
         if dynamic_output:
             _write_dynamic(dynamic_output, graph)

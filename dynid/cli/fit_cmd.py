@@ -5,7 +5,8 @@ from typing import Annotated, Optional
 
 import typer
 
-from dynid.cli.options import DataOptions, OutputPath, ParamsOption, RunOptions, with_options
+from dynid.cli.options import DataOptions, OutputPath, ParamsOption, RunOptions, TrainingFlags
+from dynid.cli.options import with_options
 from dynid.cli.output import Output
 
 
@@ -13,7 +14,7 @@ def register(app: typer.Typer) -> None:
     app.command("fit")(fit)
 
 
-@with_options("data", "run")
+@with_options("data", "run", "training")
 def fit(
     data_files: Annotated[list[str], typer.Argument(metavar="DATA", help="Data files (CSV, TSV, HDF5) or '-' for stdin.")],
     model: Annotated[str, typer.Option("--model", "-m", help="Backend name; 'dynid models' lists them.")],
@@ -22,9 +23,12 @@ def fit(
     *,
     data: DataOptions,
     run: RunOptions,
+    training: TrainingFlags,
     out: Output,
 ) -> None:
     """Fit a dynamics model and write it to a .dynid model file."""
+    from contextlib import nullcontext
+
     from dynid import api
     from dynid.models import registry
     from dynid.modelfile import save_model
@@ -38,8 +42,15 @@ def fit(
     dataset = data.load(data_files, nan_default="keep" if backend.capabilities.nan else "split", out=out)
     path = output or _default_path(data_files[0], model)
     out.debug(f"fitting {model} on {dataset.n_trials} trial(s), {dataset.n_samples} samples")
-    with out.status(f"fitting {model}"):
-        result = api.fit(dataset, model, hyper, seed=run.seed, device=run.device)
+    options = training.options(out)
+    # A training backend shows its own progress; a spinner would fight it for the line.
+    spinner = out.status(f"fitting {model}") if not backend.capabilities.training else nullcontext()
+    with spinner:
+        try:
+            result = api.fit(dataset, model, hyper, seed=run.seed, device=run.device,
+                             training=options)
+        finally:
+            options.progress.close()
     save_model(result.model, path, result.metadata)
     meta = result.metadata
     if out.json_mode:

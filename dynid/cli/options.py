@@ -1,7 +1,8 @@
 """Options shared by several commands, declared once and injected into each command's signature.
 
-``@with_options("data", "run")`` appends the group's parameters to the decorated command and
-hands the command one bundle per group (``data: DataOptions``, ``run: RunOptions``) plus the
+``@with_options("data", "run", "training")`` appends the group's parameters to the decorated command and
+hands the command one bundle per group (``data: DataOptions``, ``run: RunOptions``,
+``training: TrainingFlags``) plus the
 ``out: Output`` every command gets; Typer sees ordinary parameters. Keep this module light: it
 is imported for ``dynid --help``.
 """
@@ -65,6 +66,27 @@ class RunOptions:
     device: str = "auto"
 
 
+@dataclass(frozen=True)
+class TrainingFlags:
+    """Options of commands that may train networks (contract: training backends). A group of
+    its own so that commands which never train (symbolic) do not offer them."""
+
+    max_time: Optional[float] = None
+    checkpoint: Optional[str] = None
+    resume: bool = False
+    threads: Optional[int] = None
+
+    def options(self, out: Output):  # type: ignore[no-untyped-def]
+        """The library's TrainingOptions, with the progress display ``out`` calls for."""
+        from dynid.cli.output import stderr_is_tty
+        from dynid.runtime import make_progress
+        from dynid.training import TrainingOptions
+
+        progress = make_progress(quiet=out.quiet, verbose=out.verbose, terminal=stderr_is_tty())
+        return TrainingOptions(max_time_s=self.max_time, checkpoint_dir=self.checkpoint,
+                               resume=self.resume, threads=self.threads, progress=progress)
+
+
 def _split(text: Optional[str]) -> Optional[list[str]]:
     if text is None:
         return None
@@ -98,7 +120,16 @@ _GROUPS: dict[str, tuple[type, list[inspect.Parameter]]] = {
         RunOptions,
         [
             _option(Optional[int], None, "--seed", help="Random seed: makes CPU results repeatable.", panel=RUN_PANEL),
-            _option(str, "auto", "--device", help="auto, cpu or cuda.", panel=RUN_PANEL),
+            _option(str, "auto", "--device", help="auto, cpu, cuda or cuda:N (GPU number N).", panel=RUN_PANEL),
+        ],
+    ),
+    "training": (
+        TrainingFlags,
+        [
+            _option(Optional[float], None, "--max-time", help="Stop training after this many seconds, keeping the best weights so far.", panel=RUN_PANEL),
+            _option(Optional[str], None, "--checkpoint", help="Directory for training checkpoints (written every minute and at the end).", panel=RUN_PANEL),
+            _option(bool, False, "--resume", help="Continue training from the checkpoints in --checkpoint DIR.", panel=RUN_PANEL),
+            _option(Optional[int], None, "--threads", help="torch threads for training [default: 1, fastest for dynid's small networks].", panel=RUN_PANEL),
         ],
     ),
 }

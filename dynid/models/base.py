@@ -30,6 +30,8 @@ class Capabilities:
     nan: bool = False
     cuda: bool = False
     stochastic: bool = False
+    # Trains a network through dynid.training (takes --max-time, --checkpoint, --resume, --threads).
+    training: bool = False
 
 
 class Backend(ABC):
