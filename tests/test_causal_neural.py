@@ -233,7 +233,8 @@ def test_training_options_on_the_command_line(tmp_path, cli):
         refused = cli("discover-causal", path, *bad)
         assert refused.returncode == 2, (bad, refused.stderr)
     if not torch.cuda.is_available():
-        assert cli("discover-causal", path, "--method", "neural", "--device", "cuda:0").returncode == 4
+        gpu = cli("discover-causal", path, "--method", "neural", "--device", "cuda:0")
+        assert gpu.returncode == 4
     fit = cli("fit", path, "--model", "var", "--max-time", "5", "-o", tmp_path / "m.dynid")
     assert fit.returncode == 2 and b"trains no network" in fit.stderr
 

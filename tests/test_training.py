@@ -65,7 +65,8 @@ class Minibatches:
     def __init__(self, session: TrainingSession) -> None:
         generator = session.torch_generator
         self.generator = generator
-        self.net = torch.nn.Sequential(torch.nn.Linear(1, 8), torch.nn.Tanh(), torch.nn.Linear(8, 1))
+        self.net = torch.nn.Sequential(torch.nn.Linear(1, 8), torch.nn.Tanh(),
+                                       torch.nn.Linear(8, 1))
         with torch.no_grad():
             for p in self.net.parameters():
                 p.copy_(torch.randn(p.shape, generator=generator) * 0.5)
@@ -95,7 +96,8 @@ class Minibatches:
         return arrays
 
     def load_state_arrays(self, arrays: dict[str, np.ndarray]) -> None:
-        arrays_to_module(self.net, {k: v for k, v in arrays.items() if not k.startswith("velocity")})
+        arrays_to_module(self.net, {k: v for k, v in arrays.items()
+                                    if not k.startswith("velocity")})
         self.velocity = [torch.from_numpy(arrays[f"velocity.{k}"].copy())
                          for k in range(len(self.velocity))]
 
@@ -256,12 +258,14 @@ def test_named_arrays_round_trip_bit_identically():
     net[1].running_mean.normal_()
     arrays = module_to_arrays(net)
     assert set(arrays) == set(net.state_dict())
-    assert arrays["2.weight"].dtype == np.float64 and arrays["1.num_batches_tracked"].dtype == np.int64
+    assert arrays["2.weight"].dtype == np.float64
+    assert arrays["1.num_batches_tracked"].dtype == np.int64
     other = torch.nn.Sequential(torch.nn.Linear(3, 5), torch.nn.BatchNorm1d(5),
                                 torch.nn.Linear(5, 2).double())
     arrays_to_module(other, arrays)
     for name, tensor in other.state_dict().items():
-        assert torch.equal(tensor, net.state_dict()[name]) and tensor.dtype == net.state_dict()[name].dtype
+        original = net.state_dict()[name]
+        assert torch.equal(tensor, original) and tensor.dtype == original.dtype
     # The arrays are copies: changing the network leaves them alone.
     with torch.no_grad():
         net[0].weight.add_(1.0)
@@ -343,7 +347,8 @@ def test_progress_is_silent_when_quiet_or_off_a_terminal(capsys):
     assert isinstance(make_progress(quiet=False, verbose=False, terminal=True), RichProgress)
     for verbose in (False, True):
         progress = make_progress(quiet=False, verbose=verbose, terminal=False)
-        train(Descent(), TrainingConfig(max_epochs=5), TrainingSession(TrainingOptions(progress=progress)))
+        session = TrainingSession(TrainingOptions(progress=progress))
+        train(Descent(), TrainingConfig(max_epochs=5), session)
         err = capsys.readouterr().err
         # Off a terminal: no epoch lines, except one every few seconds with -v (the first).
         assert err.count("epoch") == (1 if verbose else 0)
