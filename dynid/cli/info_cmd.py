@@ -19,6 +19,7 @@ def info(
     out: Output,
 ) -> None:
     """Show a model file's metadata: backend, hyperparameters, variables, data fingerprint, metrics."""
+    from dynid.documents import INFO, tagged
     from dynid.modelfile import load_model
 
     loaded = load_model(model_path)
@@ -28,7 +29,7 @@ def info(
     if equations:
         meta["equations"] = [{"lhs": lhs, "rhs": rhs} for lhs, rhs in equations]
     if out.json_mode:
-        out.emit_json(meta)
+        out.emit_json(tagged(INFO, meta))
         return
     lines = [f"{model_path}: dynid model ({meta['backend']}), format {meta['format_version']}, written by dynid {meta['dynid_version']} at {meta['created_utc']}"]
     lines.append(f"variables: {', '.join(meta['variables'])}")
