@@ -14,22 +14,82 @@ from typing import Any, Final
 
 from dynid.jsonable import jsonable
 
-FIT: Final = "fit"  # dynid fit --json
-FORECAST: Final = "forecast"  # dynid forecast --json
-SCORE: Final = "score"  # dynid score --json
-SYMBOLIC: Final = "symbolic"  # dynid symbolic --format json
-CAUSAL: Final = "causal"  # dynid discover-causal --format json
-DYNAMIC_STRENGTH: Final = "dynamic-strength"  # --dynamic-output FILE.json
-INFO: Final = "info"  # dynid info --json
-SIMULATE: Final = "simulate"  # dynid simulate --json
-MODELS: Final = "models"  # dynid models --json
-METHODS: Final = "methods"  # dynid discover-causal --list --json
-SYSTEMS: Final = "systems"  # dynid simulate --list --json
+FIT: Final = "fit"
+FORECAST: Final = "forecast"
+SCORE: Final = "score"
+SYMBOLIC: Final = "symbolic"
+CAUSAL: Final = "causal"
+DYNAMIC_STRENGTH: Final = "dynamic-strength"
+INFO: Final = "info"
+SIMULATE: Final = "simulate"
+MODELS: Final = "models"
+METHODS: Final = "methods"
+SYSTEMS: Final = "systems"
 
-KINDS: Final = (
-    FIT, FORECAST, SCORE, SYMBOLIC, CAUSAL, DYNAMIC_STRENGTH, INFO, SIMULATE, MODELS, METHODS,
-    SYSTEMS,
-)
+# kind -> (what writes it, its fields after "kind"): the command reference (docs/cli.md) is
+# generated from this table.
+SHAPES: Final[dict[str, tuple[str, str]]] = {
+    FIT: (
+        "dynid fit --json",
+        '"model_path", "model", "hyperparameters": {...}, "variables": [...], "inputs": [...], '
+        '"dt", "n_trials", "n_samples", "metrics": {...}, "fit_seconds"',
+    ),
+    FORECAST: (
+        "dynid forecast --json",
+        '"time_column", "variables": [...], "t": [N times], "x": [N rows of one value per variable]',
+    ),
+    SCORE: (
+        "dynid score --json",
+        '"horizon", "starts", "rmse", "nrmse", "valid_prediction_time", "rmse_per_variable": {...}, '
+        '"rmse_per_step": [...], "vpt_threshold", "dt", and with --lyapunov '
+        '"valid_prediction_time_lyapunov"',
+    ),
+    SYMBOLIC: (
+        "dynid symbolic --json (or --format json)",
+        '"variables": [...], "inputs": [...], "symbols": {"x0": "original name", ...}, '
+        '"equations": [{"lhs": "x", "rhs": "-10.0*x + 10.0*y", "terms": [{"term": "x", '
+        '"coefficient": -10.0, ...}]}], "metrics": {...}',
+    ),
+    CAUSAL: (
+        "dynid discover-causal --json (or --format json)",
+        '"variables": [...], "method", "max_lag", "alpha", "edges": [{"source", "target", "lag", '
+        '"strength", "p_value", "significant"}], "score_matrix": [[...]], "adjacency": [[0|1, ...]], '
+        "then the method's own fields",
+    ),
+    DYNAMIC_STRENGTH: (
+        "dynid discover-causal --method dynamic --dynamic-output FILE.json",
+        '"variables": [...], "estimator", "times": [T\' times], "trial": [T\' trial indices], '
+        '"strength": [time][source][target], "change_points": [{"source", "target", "time", '
+        '"before", "after"}]',
+    ),
+    INFO: (
+        "dynid info --json",
+        "the model file's metadata (\"backend\", \"hyperparameters\", \"variables\", \"inputs\", "
+        '"dt", "data_fingerprint", "metrics", "seed", "device", ...), "arrays": {name: shape}, '
+        'and for equation models "equations": [{"lhs", "rhs"}]',
+    ),
+    SIMULATE: (
+        "dynid simulate --json",
+        '"system", "variables": [...], "inputs": [...], "t": [n times], "x": [n rows of states], '
+        '"u": [n rows of inputs] or null',
+    ),
+    MODELS: (
+        "dynid models --json",
+        '"models": [{"name", "summary", "capabilities": {...}, "hyperparameters": [{"name", '
+        '"type", "default", "doc"}]}]',
+    ),
+    METHODS: (
+        "dynid discover-causal --list --json",
+        '"methods": [{"name", "summary", "cuda", "hyperparameters": [{"name", "type", "default", '
+        '"doc"}]}]',
+    ),
+    SYSTEMS: (
+        "dynid simulate --list --json",
+        '"systems": [{"name", "description", "variables", "inputs", "params", "dt", "n", "x0", '
+        '"kind" (ode, map, ...: the system\'s own kind), "reference"}]',
+    ),
+}
+KINDS: Final = tuple(SHAPES)
 
 
 def tagged(kind: str, body: Mapping[str, Any]) -> dict[str, Any]:

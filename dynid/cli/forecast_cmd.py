@@ -23,7 +23,7 @@ def forecast(
     data: DataOptions,
     out: Output,
 ) -> None:
-    """Roll a fitted model forward from the end of DATA; CSV (time + variables) on stdout or -o."""
+    """Roll a fitted model forward from the end of DATA; CSV (time + variables) on stdout or -o (--json: one JSON document)."""
     from dynid import api
     from dynid.cli.common import future_input_rows, model_data_options
     from dynid.data.writers import write_table
