@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from dynid.data.dataset import Dataset
-from dynid.documents import SCORE, SYMBOLIC, tagged
+from dynid.documents import CAUSAL, INFO, SCORE, SYMBOLIC, tagged
 from dynid.errors import DataError, UsageError
 from dynid.metrics import valid_prediction_time
 from dynid.models import registry
@@ -25,6 +25,7 @@ from dynid.runtime import resolve_device, seed_everything
 
 if TYPE_CHECKING:
     from dynid.causal.graph import CausalGraph
+    from dynid.modelfile import ModelFile
 
 # Hyperparameters as the API takes them: the dataclass, typed values, or "key=value" strings.
 Params = Hyperparameters | Mapping[str, object] | Sequence[str] | None
@@ -150,6 +151,17 @@ def score(
     return result
 
 
+def model_info(model_file: ModelFile) -> dict[str, Any]:
+    """The ``dynid info --json`` document (kind ``info``) of a loaded model file: its metadata,
+    ``arrays`` (name -> shape) and, for equation backends, ``equations`` [{lhs, rhs}]."""
+    document = dict(model_file.metadata)
+    document["arrays"] = {name: list(np.shape(a)) for name, a in model_file.model.arrays().items()}
+    equations = model_file.model.equations()
+    if equations:
+        document["equations"] = [{"lhs": lhs, "rhs": rhs} for lhs, rhs in equations]
+    return tagged(INFO, document)
+
+
 def identify(
     data: Dataset,
     params: Params = None,
@@ -211,8 +223,8 @@ def discover_causal(
     or ``params`` as for ``fit``, not both. clusters: ``"A=x1,x2;B=x3"`` or ``{"A": ["x1",
     "x2"], "B": ["x3"]}`` tests links between those groups instead (granger only; variables in
     no cluster are conditioned on). max_lag in samples; alpha after ``correction`` (bh,
-    bonferroni, none). Returns the CausalGraph (``to_json_dict()`` is the JSON body; for
-    ``dynamic``, ``dynid.write_strength_series`` writes its strength series to a file).
+    bonferroni, none). Returns the CausalGraph (``causal_document`` gives the JSON the command
+    prints; for ``dynamic``, ``dynid.write_strength_series`` writes the strength series).
     """
     from dynid.causal import CausalSettings
     from dynid.causal import registry as causal_registry
@@ -239,6 +251,11 @@ def discover_causal(
     else:
         groups = check_clusters(clusters, data.variables)
     return cluster_granger(data, groups, settings)
+
+
+def causal_document(graph: CausalGraph) -> dict[str, Any]:
+    """``graph`` as the ``causal`` JSON document ``dynid discover-causal --json`` prints."""
+    return tagged(CAUSAL, graph.to_json_dict())
 
 
 def _one_params(params: Params, options: Mapping[str, object]) -> Params:

@@ -73,9 +73,9 @@ def discover_causal(
         if chosen == "json":
             graph = _inline_dynamic(graph, out, written=bool(dynamic_output))
     if chosen == "json":
-        from dynid.documents import CAUSAL, tagged, to_text
+        from dynid.documents import to_text
 
-        text = to_text(tagged(CAUSAL, graph.to_json_dict()))
+        text = to_text(api.causal_document(graph))
     elif chosen == "csv":
         text = graph.to_csv()
     elif chosen == "dot":

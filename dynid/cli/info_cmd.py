@@ -19,17 +19,12 @@ def info(
     out: Output,
 ) -> None:
     """Show a model file's metadata: backend, hyperparameters, variables, data fingerprint, metrics."""
-    from dynid.documents import INFO, tagged
+    from dynid import api
     from dynid.modelfile import load_model
 
-    loaded = load_model(model_path)
-    meta = dict(loaded.metadata)
-    meta["arrays"] = {name: list(a.shape) for name, a in loaded.model.arrays().items()}
-    equations = loaded.model.equations()
-    if equations:
-        meta["equations"] = [{"lhs": lhs, "rhs": rhs} for lhs, rhs in equations]
+    meta = api.model_info(load_model(model_path))
     if out.json_mode:
-        out.emit_json(tagged(INFO, meta))
+        out.emit_json(meta)
         return
     lines = [f"{model_path}: dynid model ({meta['backend']}), format {meta['format_version']}, written by dynid {meta['dynid_version']} at {meta['created_utc']}"]
     lines.append(f"variables: {', '.join(meta['variables'])}")
