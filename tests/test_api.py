@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 
 import dynid
+from dynid import documents
 from dynid.data.dataset import Dataset
 from dynid.errors import DataError, UsageError
 from dynid.modelfile import save_model
@@ -121,6 +122,7 @@ def test_discover_causal_refuses_bad_requests(coupled, kwargs, error, message):
     [
         ("var", {"order": 2, "ridge": 0.1, "trend": False}, ["order=2", "ridge=0.1", "trend=false"]),
         ("var", {"ridge": 1}, ["ridge=1"]),  # an int for a float field
+        ("var", {"order": None, "max_order": 3, "criterion": "aic"}, ["order=none", "max_order=3", "criterion=aic"]),
         ("dmd", {"rank": None}, ["rank=none"]),
         ("sindy", {"threshold": "0.1"}, ["threshold=0.1"]),  # strings are parsed
     ],
@@ -130,6 +132,9 @@ def test_fit_with_a_params_dict_equals_fit_with_the_parsed_strings(model, values
     typed = dynid.fit(data, model, values, seed=0)
     parsed = dynid.fit(data, model, strings, seed=0)
     assert typed.model.params == parsed.model.params == registry.get(model).Params.parse(strings)
+    # == holds for 1 and 1.0 too: the stored types must match as well (a model file keeps them).
+    assert {k: type(v) for k, v in typed.model.params.to_dict().items()} == {
+        k: type(v) for k, v in parsed.model.params.to_dict().items()}
     assert typed.metadata["hyperparameters"] == parsed.metadata["hyperparameters"]
     arrays, expected = typed.model.arrays(), parsed.model.arrays()
     assert arrays.keys() == expected.keys()
@@ -161,9 +166,24 @@ def test_wrong_types_are_usage_errors(values, message):
         registry.get("var").Params.from_values(values)
 
 
-def test_params_of_another_backend_are_refused():
+def test_params_of_another_backend_or_a_bare_string_are_refused():
     with pytest.raises(UsageError, match="expected"):
         dynid.fit(lorenz_data(100), "var", registry.get("dmd").Params())
+    with pytest.raises(UsageError, match="give a dict"):
+        dynid.fit(lorenz_data(100), "var", "order=2")
+
+
+def test_documents_carry_one_known_kind():
+    assert list(documents.tagged(documents.SCORE, {"rmse": 1.0})) == ["kind", "rmse"]
+    assert documents.listing(documents.MODELS, [{"name": "var"}]) == {"kind": "models", "models": [{"name": "var"}]}
+    with pytest.raises(ValueError, match="unknown document kind"):
+        documents.tagged("scores", {})
+    with pytest.raises(ValueError, match="tagged as"):
+        documents.tagged(documents.FIT, {"kind": "score"})
+    with pytest.raises(ValueError, match="needs a known 'kind'"):
+        documents.to_text({"rmse": 1.0})
+    assert json.loads(documents.to_text(documents.tagged(documents.SCORE, {"rmse": float("nan")}))) == {
+        "kind": "score", "rmse": None}
 
 
 # -- "kind" in every JSON document -------------------------------------------------------------------
