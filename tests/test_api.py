@@ -253,7 +253,7 @@ def test_report_dispatches_on_kind_not_keys():
     later = {"kind": "states", "rows": 3}
     page = build_report([], [("f.json", fit), ("old.json", legacy), ("s.json", later)])
     assert "Fit summary: f.json" in page and "Symbolic regression" not in page
-    assert "Forecast score: old.json" in page and "written by an older dynid" in page
+    assert "Forecast score: old.json" in page and "an older dynid wrote it" in page
     assert "Result (states): s.json" in page
     assert page.count("older dynid") == 1
 

@@ -28,14 +28,15 @@ def report(
     from dynid.cli.common import model_data_options
     from dynid.modelfile import load_model
     from dynid.report import build_report
-    from dynid.report.sections import has_kind, result_kind
+    from dynid.report.sections import kind_notice
 
     models, results = [], []
     for path in input_files:
         if _is_json(path):
             doc = _read_json(path)
-            if not has_kind(doc):
-                out.info(f'{path}: no "kind" field (an older dynid wrote it); read as {result_kind(doc)} by its keys')
+            notice = kind_notice(doc)
+            if notice:
+                out.info(f"{path}: {notice}")
             results.append((path, doc))
         else:
             models.append((path, load_model(path)))

@@ -319,6 +319,16 @@ def has_kind(doc: Any) -> bool:
     return isinstance(doc, dict) and isinstance(doc.get("kind"), str)
 
 
+def kind_notice(doc: Any) -> str:
+    """For a document without ``"kind"``, a sentence saying how it is read; else ""."""
+    if has_kind(doc):
+        return ""
+    kind = legacy_kind(doc)
+    if kind == "generic":
+        return 'no "kind" field and not a known dynid result; shown as it is'
+    return f'no "kind" field (an older dynid wrote it); read as {kind} by its keys'
+
+
 def legacy_kind(doc: Any) -> str:
     """The kind of a document without ``"kind"`` (an older dynid's), from its keys: causal,
     symbolic, score, fit or generic."""
@@ -341,9 +351,8 @@ def result_section(path: str, doc: Any, *, anchor: str) -> Section:
     label, render = _RESULTS[kind]
     if kind == "generic" and has_kind(doc):
         label = f"Result ({doc['kind']})"
-    notice = "" if has_kind(doc) else _note(
-        f'No "kind" field (written by an older dynid): read as {label.lower()} by its keys.'
-    )
+    notice = kind_notice(doc)
+    notice = _note(notice[0].upper() + notice[1:] + ".") if notice else ""
     try:
         body = render(doc)
     except (KeyError, TypeError, ValueError, AttributeError, IndexError) as exc:
