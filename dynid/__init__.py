@@ -1,7 +1,10 @@
 """dynid: identify the dynamics behind time-series files.
 
 The Python API mirrors the command line: ``load`` reads data into a ``Dataset``; ``fit``,
-``forecast`` and ``score`` work on it; ``save_model``/``load_model`` handle ``.dynid`` files.
+``forecast``, ``score``, ``identify`` (equations) and ``discover_causal`` work on it;
+``write_strength_series`` writes ``discover_causal(..., "dynamic")``'s strength series;
+``save_model``/``load_model`` handle ``.dynid`` files and ``model_info`` describes one;
+``causal_document`` gives a graph's JSON as ``dynid discover-causal --json`` prints it.
 Names are imported on first use so that ``dynid --help`` stays fast.
 """
 
@@ -19,6 +22,11 @@ _EXPORTS = {
     "fit": "dynid.api",
     "forecast": "dynid.api",
     "score": "dynid.api",
+    "identify": "dynid.api",
+    "discover_causal": "dynid.api",
+    "causal_document": "dynid.api",
+    "model_info": "dynid.api",
+    "write_strength_series": "dynid.causal.dynamic",
     "save_model": "dynid.modelfile",
     "load_model": "dynid.modelfile",
 }

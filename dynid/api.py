@@ -1,24 +1,37 @@
-"""The Python API behind ``dynid fit``, ``forecast`` and ``score``.
+"""The Python API behind the commands: ``fit``, ``forecast``, ``score``, ``identify`` (``dynid
+symbolic``) and ``discover_causal`` (``dynid discover-causal``, clusters included).
 
 Each function takes a Dataset (from ``dynid.load``) and returns plain values; the CLI is a thin
-layer over these.
+layer over these. Hyperparameters are given as typed values (``{"threshold": 0.1}``), strings
+parsed as ``-p`` values are, or the backend's dataclass itself.
 """
 
 from __future__ import annotations
 
 import time
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from dynid.data.dataset import Dataset
+from dynid.documents import CAUSAL, INFO, SCORE, SYMBOLIC, tagged
 from dynid.errors import DataError, UsageError
 from dynid.metrics import valid_prediction_time
 from dynid.models import registry
 from dynid.models.base import Backend, Hyperparameters
 from dynid.runtime import resolve_device, seed_everything
 from dynid.training import TrainingOptions
+
+if TYPE_CHECKING:
+    from dynid.causal.graph import CausalGraph
+    from dynid.modelfile import ModelFile
+
+# Hyperparameters as the API takes them: the dataclass, typed values, or "key=value" strings.
+Params = Hyperparameters | Mapping[str, object] | Sequence[str] | None
+# Methods ``discover_causal(..., clusters=...)`` works with.
+CLUSTER_METHODS = ("granger",)
 
 
 @dataclass
@@ -32,7 +45,7 @@ class FitResult:
 def fit(
     data: Dataset,
     model: str,
-    params: Hyperparameters | list[str] | dict[str, Any] | None = None,
+    params: Params = None,
     *,
     seed: int | None = None,
     device: str = "auto",
@@ -41,7 +54,9 @@ def fit(
 ) -> FitResult:
     """Fit backend ``model`` (a registry name) on ``data``.
 
-    params: a hyperparameter dataclass, ``["key=value", ...]`` as on the command line, or a dict.
+    params: the backend's hyperparameter dataclass, a dict of typed values (``{"rank": 3}``;
+    strings are parsed as ``-p`` values), or ``["key=value", ...]`` as on the command line.
+    UsageError for an unknown key (naming the valid ones) or a value of the wrong type.
     training: ``--max-time``, checkpoints and threads, for backends that train a network
     (UsageError for others when any is set).
     """
@@ -51,14 +66,7 @@ def fit(
     if training is not None and training.trains and not backend.capabilities.training:
         raise UsageError(f"--max-time, --checkpoint, --resume and --threads: the {model} "
                          "backend trains no network")
-    if params is None:
-        hyper = backend.Params()
-    elif isinstance(params, Hyperparameters):
-        hyper = params
-    elif isinstance(params, dict):
-        hyper = backend.Params.parse([f"{k}={v}" for k, v in params.items()])
-    else:
-        hyper = backend.Params.parse(list(params))
+    hyper = backend.Params.build(params)
     chosen = resolve_device(device, f"the {model} backend", backend.capabilities.cuda)
     seed_everything(seed)
     started = time.perf_counter()
@@ -100,7 +108,7 @@ def score(
 ) -> dict[str, Any]:
     """Multi-step rollouts from ``starts`` start points spread evenly over ``data``.
 
-    Returns the contract's JSON: rmse and nrmse over all rollouts and steps (nrmse divides each
+    Returns the ``dynid score --json`` document (kind ``score``): rmse and nrmse over all rollouts and steps (nrmse divides each
     variable by its standard deviation in ``data``), per-variable values, RMSE per horizon step,
     and the mean valid prediction time (time units; in Lyapunov times too with ``lyapunov``, the
     largest Lyapunov exponent in 1/time units).
@@ -134,6 +142,7 @@ def score(
     per_step = np.sqrt(np.mean(errors**2, axis=(0, 2)))
     vpt = valid_prediction_time(pred, true, scale, model.dt_, threshold=vpt_threshold)
     result: dict[str, Any] = {
+        "kind": SCORE,
         "horizon": horizon,
         "starts": len(picks),
         "rmse": float(np.sqrt(np.mean(errors**2))),
@@ -147,6 +156,128 @@ def score(
     if lyapunov is not None:
         result["valid_prediction_time_lyapunov"] = float(np.mean(vpt)) * lyapunov
     return result
+
+
+def model_info(model_file: ModelFile) -> dict[str, Any]:
+    """The ``dynid info --json`` document (kind ``info``) of a loaded model file: its metadata,
+    ``arrays`` (name -> shape) and, for equation backends, ``equations`` [{lhs, rhs}]."""
+    document = dict(model_file.metadata)
+    document["arrays"] = {name: list(np.shape(a)) for name, a in model_file.model.arrays().items()}
+    equations = model_file.model.equations()
+    if equations:
+        document["equations"] = [{"lhs": lhs, "rhs": rhs} for lhs, rhs in equations]
+    return tagged(INFO, document)
+
+
+def identify(
+    data: Dataset,
+    params: Params = None,
+    *,
+    seed: int | None = None,
+    device: str = "auto",
+    progress: Any = None,
+    **options: object,
+) -> dict[str, Any]:
+    """Governing equations of ``data``: the ``dynid symbolic --format json`` document (kind
+    ``symbolic``: variables, inputs, symbols, equations with terms, metrics).
+
+    options: any ``symbolic`` hyperparameter by name (``library="poly3"``, ``ensemble=0``,
+    ``discrete=True``, ...), or ``params`` as for ``fit``; not both. ``identify_model`` also
+    returns the fitted model (to save it).
+    """
+    return equations_document(identify_model(data, params, seed=seed, device=device,
+                                             progress=progress, **options).model)
+
+
+def identify_model(
+    data: Dataset,
+    params: Params = None,
+    *,
+    seed: int | None = None,
+    device: str = "auto",
+    progress: Any = None,
+    **options: object,
+) -> FitResult:
+    """The fitted ``symbolic`` model behind ``identify`` (arguments as there)."""
+    return fit(data, "symbolic", _one_params(params, options), seed=seed, device=device,
+               progress=progress)
+
+
+def equations_document(model: Backend) -> dict[str, Any]:
+    """The equations of a fitted equation backend (``symbolic``, ``sindy``) as the ``symbolic``
+    JSON document."""
+    from dynid.symbolic import equations_result
+
+    return tagged(SYMBOLIC, equations_result(model))
+
+
+def discover_causal(
+    data: Dataset,
+    method: str = "granger",
+    params: Params = None,
+    *,
+    clusters: str | Mapping[str, Sequence[str]] | None = None,
+    max_lag: int = 5,
+    alpha: float = 0.05,
+    correction: str = "bh",
+    seed: int | None = None,
+    device: str = "auto",
+    training: TrainingOptions | None = None,
+    **method_params: object,
+) -> CausalGraph:
+    """Which variable of ``data`` drives which, at which lag: ``dynid discover-causal``.
+
+    method: a causal registry name; its own options as ``**method_params`` (``penalty="lasso"``)
+    or ``params`` as for ``fit``, not both. clusters: ``"A=x1,x2;B=x3"`` or ``{"A": ["x1",
+    "x2"], "B": ["x3"]}`` tests links between those groups instead (granger only; variables in
+    no cluster are conditioned on). max_lag in samples; alpha after ``correction`` (bh,
+    bonferroni, none). training: ``--max-time``, checkpoints and threads, for methods that train
+    a network (UsageError for others when any is set). Returns the CausalGraph (``causal_document`` gives the JSON the command
+    prints; for ``dynamic``, ``dynid.write_strength_series`` writes the strength series).
+    """
+    from dynid.causal import CausalSettings
+    from dynid.causal import registry as causal_registry
+
+    cls = causal_registry.get(method)
+    hyper = cls.Params.build(_one_params(params, method_params))
+    if training is not None and training.trains and not cls.trains:
+        raise UsageError(f"--max-time, --checkpoint, --resume and --threads: --method {method} "
+                         "trains no network")
+    settings = CausalSettings(
+        max_lag=max_lag,
+        alpha=alpha,
+        correction=correction,
+        seed=seed,
+        device=resolve_device(device, f"--method {method}", cls.cuda),
+        **({"training": training} if training is not None else {}),
+    )
+    if clusters is None:
+        return cls(hyper).discover(data, settings)
+    from dynid.causal.clusters import check_clusters, cluster_granger, parse_clusters
+
+    if method not in CLUSTER_METHODS:
+        raise UsageError(f"--clusters is supported with: {', '.join(CLUSTER_METHODS)}")
+    if hyper != cls.Params():
+        raise UsageError(f"--clusters runs the group test with no {method} options; drop -p")
+    if isinstance(clusters, str):
+        groups = parse_clusters(clusters, data.variables)
+    else:
+        groups = check_clusters(clusters, data.variables)
+    return cluster_granger(data, groups, settings)
+
+
+def causal_document(graph: CausalGraph) -> dict[str, Any]:
+    """``graph`` as the ``causal`` JSON document ``dynid discover-causal --json`` prints."""
+    return tagged(CAUSAL, graph.to_json_dict())
+
+
+def _one_params(params: Params, options: Mapping[str, object]) -> Params:
+    """``params`` or keyword ``options``: a caller gives hyperparameters one way."""
+    if options and params is not None:
+        raise UsageError(
+            f"give hyperparameters either as params or as keywords ({', '.join(options)}), not both"
+        )
+    return dict(options) if options else params
 
 
 def _check_variables(model: Backend, data: Dataset) -> None:

@@ -1,5 +1,5 @@
 """Typed hyperparameter dataclasses: defaults and one-line docs, ``-p key=value`` parsing,
-and JSON round trips. Shared by model backends and causal-discovery methods."""
+typed values from the Python API, and JSON round trips. Shared by model backends and causal-discovery methods."""
 
 from __future__ import annotations
 
@@ -7,6 +7,7 @@ import dataclasses
 import types
 import typing
 from dataclasses import dataclass
+from collections.abc import Mapping, Sequence
 from typing import Any, Literal, get_args, get_origin
 
 import numpy as np
@@ -59,27 +60,66 @@ class Hyperparameters:
             raise DataError(f"invalid stored hyperparameters: {exc}") from exc
 
     @classmethod
-    def parse(cls, assignments: list[str] | tuple[str, ...]) -> Hyperparameters:
-        """Parse ``-p key=value`` strings, validating keys and values (UsageError on failure)."""
+    def from_values(cls, values: Mapping[str, object], *, option: str = "") -> Hyperparameters:
+        """Build from typed values (``{"threshold": 0.1, "rank": None}``), as the Python API takes.
+
+        Strings are parsed as ``-p`` values are (``{"threshold": "0.1"}`` works); other values
+        must already have the field's type (an int is accepted for a float field). UsageError on
+        an unknown key (naming the valid keys), a value of the wrong type, or a value the
+        dataclass rejects. ``option`` prefixes the messages (``"-p "`` on the command line).
+        """
         hints = typing.get_type_hints(cls)
         names = [f.name for f in dataclasses.fields(cls)]
-        values: dict[str, Any] = {}
-        for item in assignments:
-            key, sep, text = item.partition("=")
-            key = key.strip().replace("-", "_")
-            if not sep:
-                raise UsageError(f"-p {item!r}: expected KEY=VALUE")
+        typed: dict[str, Any] = {}
+        for raw_key, value in values.items():
+            key = str(raw_key).strip().replace("-", "_")
             if key not in names:
                 valid = ", ".join(names) or "(none)"
-                raise UsageError(f"-p {key}: unknown hyperparameter; valid keys: {valid}")
+                raise UsageError(f"{option}{key}: unknown hyperparameter; valid keys: {valid}")
             try:
-                values[key] = _parse_text(text.strip(), hints[key])
+                if isinstance(value, str):
+                    typed[key] = _parse_text(value.strip(), hints[key])
+                else:
+                    typed[key] = _check_value(value, hints[key])
             except ValueError as exc:
-                raise UsageError(f"-p {key}={text}: {exc}") from exc
+                shown = f"={value}" if option else f" = {value!r}"
+                raise UsageError(f"{option}{key}{shown}: {exc}") from exc
         try:
-            return cls(**values)
+            return cls(**typed)
         except ValueError as exc:
-            raise UsageError(f"-p: {exc}") from exc
+            raise UsageError(f"{option.strip() or 'hyperparameters'}: {exc}") from exc
+
+    @classmethod
+    def parse(cls, assignments: Sequence[str]) -> Hyperparameters:
+        """Parse ``-p key=value`` strings, validating keys and values (UsageError on failure)."""
+        return cls.from_values(split_assignments(assignments), option="-p ")
+
+    @classmethod
+    def build(cls, given: Hyperparameters | Mapping[str, object] | Sequence[str] | None) -> Hyperparameters:
+        """The dataclass from what a caller gave: itself, typed values, ``-p`` strings or None
+        (the defaults). UsageError for a dataclass of another backend or method."""
+        if given is None:
+            return cls()
+        if isinstance(given, Hyperparameters):
+            if not isinstance(given, cls):
+                raise UsageError(f"hyperparameters of type {type(given).__name__}; expected {cls.__name__}")
+            return given
+        if isinstance(given, Mapping):
+            return cls.from_values(given)
+        if isinstance(given, str):
+            raise UsageError(f"hyperparameters {given!r}: give a dict or a list of 'key=value' strings")
+        return cls.parse(given)
+
+
+def split_assignments(assignments: Sequence[str]) -> dict[str, str]:
+    """``["k=v", ...]`` -> ``{"k": "v", ...}`` (a later key wins); UsageError without ``=``."""
+    values: dict[str, str] = {}
+    for item in assignments:
+        key, sep, text = item.partition("=")
+        if not sep:
+            raise UsageError(f"-p {item!r}: expected KEY=VALUE")
+        values[key.strip().replace("-", "_")] = text
+    return values
 
 
 def _is_optional(tp: Any) -> tuple[bool, Any]:
@@ -132,6 +172,40 @@ def _parse_text(text: str, tp: Any) -> Any:
     if inner is str:
         return text
     raise ValueError(f"unsupported hyperparameter type {inner!r}")
+
+
+def _check_value(value: object, tp: Any) -> Any:
+    """A typed (non-string) value for a field of type ``tp``; ValueError when it does not fit.
+
+    ints pass for floats (made float, as ``-p`` parsing gives); bools never pass for numbers.
+    """
+    optional, inner = _is_optional(tp)
+    if value is None:
+        if optional:
+            return None
+        raise ValueError("must not be None")
+    if get_origin(inner) is Literal:
+        choices = get_args(inner)
+        if not isinstance(value, (bool, np.bool_)) and value in choices:
+            return value
+        raise ValueError(f"expected one of {', '.join(map(str, choices))}")
+    if inner is bool:
+        if isinstance(value, (bool, np.bool_)):
+            return bool(value)
+        raise ValueError("expected true or false")
+    is_bool = isinstance(value, (bool, np.bool_))
+    if inner is int:
+        if isinstance(value, (int, np.integer)) and not is_bool:
+            return int(value)
+        raise ValueError("expected an integer")
+    if inner is float:
+        if isinstance(value, (int, float, np.integer, np.floating)) and not is_bool:
+            number = float(value)
+            if not np.isfinite(number):
+                raise ValueError("expected a finite number")
+            return number
+        raise ValueError("expected a number")
+    raise ValueError(f"expected {_type_label(tp)}, got {type(value).__name__}")
 
 
 def _coerce_json(value: Any, tp: Any) -> Any:

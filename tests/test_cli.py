@@ -108,7 +108,9 @@ def test_score_json(cli, linear_csv, tmp_path):
 def test_models_lists_every_backend(cli):
     result = cli("models", "--json")
     assert result.returncode == 0
-    entries = {entry["name"]: entry for entry in json.loads(result.stdout)}
+    document = json.loads(result.stdout)
+    assert document["kind"] == "models"
+    entries = {entry["name"]: entry for entry in document["models"]}
     assert {"dmd", "var", "sindy"} <= set(entries)
     for entry in entries.values():
         assert entry["hyperparameters"], entry["name"]

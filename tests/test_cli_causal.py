@@ -63,7 +63,8 @@ def one_error_line(result, code: int) -> str:
 
 def test_json_follows_the_contract(cli, var_csv):
     document = json_of(cli("discover-causal", var_csv, "--max-lag", "2", "--json"))
-    assert list(document)[: len(CONTRACT_KEYS)] == list(CONTRACT_KEYS)
+    assert list(document)[: 1 + len(CONTRACT_KEYS)] == ["kind", *CONTRACT_KEYS]
+    assert document["kind"] == "causal"
     assert document["variables"] == list("abcd") and document["method"] == "granger"
     assert np.array(document["score_matrix"]).shape == (4, 4)
     assert len(document["edges"]) == 4 * 3 * 2

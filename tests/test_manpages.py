@@ -1,4 +1,5 @@
-"""man/ holds one page per command, generated from the CLI; stale or malformed pages fail."""
+"""man/ holds one page per command, generated from the CLI; malformed pages fail (stale ones
+fail in test_cli_reference.py, with docs/cli.md)."""
 
 import shutil
 import subprocess
@@ -10,14 +11,6 @@ from dynid.cli.app import app
 from dynid.cli.manpages import pages
 
 MAN = Path(__file__).resolve().parent.parent / "man"
-
-
-def test_pages_are_current():
-    generated = pages(app)
-    on_disk = {p.name: p.read_text() for p in MAN.glob("*.1")}
-    assert set(on_disk) == set(generated), "run: python man/generate.py"
-    for name, text in generated.items():
-        assert on_disk[name] == text, f"{name} is stale; run: python man/generate.py"
 
 
 def test_every_command_has_a_page():

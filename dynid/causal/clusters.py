@@ -20,6 +20,8 @@ conditions on them too (name each in a cluster of its own to see it as a node).
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
+
 import numpy as np
 from scipy import stats
 
@@ -38,11 +40,9 @@ def parse_clusters(text: str, variables: tuple[str, ...] | list[str]) -> dict[st
     """``"A=x1,x2;B=x3"`` -> ``{"A": ["x1", "x2"], "B": ["x3"]}``, in the order written.
 
     Spaces around names are ignored. UsageError for malformed text (a group without ``=``, an
-    empty name or member list, a repeated cluster name), a variable in two clusters, or fewer
-    than two clusters; DataError naming a variable that is not among ``variables``.
+    empty name or member list, a repeated cluster name); then ``check_clusters``.
     """
     clusters: dict[str, list[str]] = {}
-    owner: dict[str, str] = {}
     groups = [group.strip() for group in text.split(";")]
     for group in groups:
         if not group:
@@ -54,14 +54,29 @@ def parse_clusters(text: str, variables: tuple[str, ...] | list[str]) -> dict[st
             raise UsageError(f"--clusters: cannot read {group!r}; expected {SYNTAX}")
         if name in clusters:
             raise UsageError(f"--clusters: cluster {name!r} is defined twice")
+        clusters[name] = members
+    return check_clusters(clusters, variables)
+
+
+def check_clusters(
+    clusters: Mapping[str, Sequence[str]], variables: tuple[str, ...] | list[str]
+) -> dict[str, list[str]]:
+    """``clusters`` (name -> member variables) as a plain dict, after checking it: UsageError
+    for an empty name or member list, a variable in two clusters, or fewer than two clusters;
+    DataError naming a variable that is not among ``variables``."""
+    checked: dict[str, list[str]] = {}
+    owner: dict[str, str] = {}
+    for name, members in clusters.items():
+        if isinstance(members, str) or not name or not members or not all(members):
+            raise UsageError(f"--clusters: cannot read cluster {name!r} = {members!r}; expected {SYNTAX}")
         for member in members:
             if member in owner:
                 raise UsageError(
                     f"--clusters: variable {member!r} is in both {owner[member]!r} and {name!r}"
                 )
             owner[member] = name
-        clusters[name] = members
-    if len(clusters) < 2:
+        checked[str(name)] = [str(member) for member in members]
+    if len(checked) < 2:
         raise UsageError(f"--clusters needs at least two clusters, e.g. {SYNTAX}")
     known = set(variables)
     for member in owner:
@@ -69,7 +84,7 @@ def parse_clusters(text: str, variables: tuple[str, ...] | list[str]) -> dict[st
             raise DataError(
                 f"--clusters: unknown variable {member!r}; the variables are {', '.join(variables)}"
             )
-    return clusters
+    return checked
 
 
 def cluster_granger(

@@ -430,3 +430,48 @@ def link_change_points(
                         "after": means[k + 1],
                     })
     return found
+
+
+# The files ``write_strength_series`` writes, by suffix.
+STRENGTH_SUFFIXES = (".h5", ".hdf5", ".json")
+
+
+def check_strength_path(path: str) -> None:
+    """UsageError unless ``path`` ends in one of ``STRENGTH_SUFFIXES`` (checked before a run)."""
+    if not path.lower().endswith(STRENGTH_SUFFIXES):
+        raise UsageError(f"--dynamic-output {path}: expected a {', '.join(STRENGTH_SUFFIXES)} file")
+
+
+def write_strength_series(graph: CausalGraph, path: str) -> None:
+    """A ``dynamic`` graph's strength series to ``path`` atomically.
+
+    HDF5 (.h5/.hdf5): datasets ``times`` (T',) data time units, ``trial`` (T',) and ``strength``
+    (T', d, d) ``[time][source][target]`` (attribute ``variables``), file attributes
+    ``change_points`` (JSON), ``method`` and ``estimator``. JSON: one document of kind
+    ``dynamic-strength`` with ``variables``, ``estimator`` and the fields of ``extra["dynamic"]``.
+    UsageError for another suffix or a graph without a strength series.
+    """
+    import json
+
+    from dynid.atomic import atomic_path, write_text
+    from dynid.documents import DYNAMIC_STRENGTH, tagged, to_text
+    from dynid.jsonable import jsonable
+
+    check_strength_path(path)
+    if "dynamic" not in graph.extra:
+        raise UsageError(f"--dynamic-output {path}: the {graph.method} result has no strength series")
+    dynamic = graph.extra["dynamic"]
+    if path.lower().endswith(".json"):
+        document = {"variables": list(graph.variables), "estimator": graph.extra.get("estimator"), **dynamic}
+        write_text(path, to_text(tagged(DYNAMIC_STRENGTH, document)))
+        return
+    import h5py
+
+    with atomic_path(path) as temp, h5py.File(temp, "w") as handle:
+        handle.create_dataset("times", data=np.asarray(dynamic["times"], dtype=float))
+        handle.create_dataset("trial", data=np.asarray(dynamic["trial"], dtype=np.int64))
+        strength = handle.create_dataset("strength", data=np.asarray(dynamic["strength"], dtype=float))
+        strength.attrs["variables"] = list(graph.variables)
+        handle.attrs["method"] = graph.method
+        handle.attrs["estimator"] = str(graph.extra.get("estimator"))
+        handle.attrs["change_points"] = json.dumps(jsonable(dynamic["change_points"]), allow_nan=False)

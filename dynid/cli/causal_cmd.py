@@ -13,11 +13,8 @@ from dynid.cli.options import with_options
 from dynid.cli.output import Output
 
 FORMATS = ("json", "csv", "dot", "graphml", "text")
-# Methods --clusters works with.
-CLUSTER_METHODS = ("granger",)
 # Without --dynamic-output, strength series up to this many numbers (T' * d * d) go in the JSON.
 MAX_INLINE_DYNAMIC = 10_000
-DYNAMIC_SUFFIXES = (".h5", ".hdf5", ".json")
 
 
 def register(app: typer.Typer) -> None:
@@ -45,67 +42,49 @@ def discover_causal(
 ) -> None:
     """Discover which variable drives which, at which lag."""
     import contextlib
-    import json
     import sys
 
+    from dynid import api
     from dynid.atomic import write_text
-    from dynid.causal import CausalSettings, registry
+    from dynid.causal import registry
     from dynid.errors import UsageError
-    from dynid.jsonable import jsonable
-    from dynid.runtime import resolve_device
 
     if list_methods:
         _list(out, registry)
         return
     if not data_files:
         raise UsageError("give DATA (a file, or '-' for stdin)")
-    if clusters is not None and method not in CLUSTER_METHODS:
-        raise UsageError(f"--clusters is supported with: {', '.join(CLUSTER_METHODS)}")
     _check_dynamic_output(dynamic_output, method)
     cls = registry.get(method)
     hyper = cls.Params.parse(param or [])
     options = training.options(out)
-    if options.trains and not cls.trains:
-        raise UsageError(f"--max-time, --checkpoint, --resume and --threads: --method {method} "
-                         "trains no network")
-    settings = CausalSettings(
-        max_lag=max_lag,
-        alpha=alpha,
-        correction=correction,
-        seed=run.seed,
-        device=resolve_device(run.device, f"--method {method}", cls.cuda),
-        training=options,
-    )
     chosen = "json" if out.json_mode else output_format
     if not chosen:
         chosen = "text" if (output in (None, "-") and sys.stdout.isatty()) else "json"
     if chosen not in FORMATS:
         raise UsageError(f"--format {output_format}: expected one of {', '.join(FORMATS)}")
     dataset = data.load(data_files, out=out)
-    groups = None
-    if clusters is not None:
-        from dynid.causal.clusters import parse_clusters
-
-        groups = parse_clusters(clusters, dataset.variables)
     # A training method shows its own progress; a spinner would fight it for the line.
     with out.status(f"running {method}") if not cls.trains else contextlib.nullcontext():
         try:
-            if groups is not None:
-                from dynid.causal.clusters import cluster_granger
-
-                graph = cluster_granger(dataset, groups, settings)
-            else:
-                graph = cls(hyper).discover(dataset, settings)
+            graph = api.discover_causal(
+                dataset, method, hyper, clusters=clusters, max_lag=max_lag, alpha=alpha,
+                correction=correction, seed=run.seed, device=run.device, training=options,
+            )
         finally:
             options.progress.close()
     if "dynamic" in graph.extra:
         if dynamic_output:
-            _write_dynamic(dynamic_output, graph)
+            from dynid.causal.dynamic import write_strength_series
+
+            write_strength_series(graph, dynamic_output)
             out.info(f"wrote {dynamic_output}")
         if chosen == "json":
             graph = _inline_dynamic(graph, out, written=bool(dynamic_output))
     if chosen == "json":
-        text = json.dumps(jsonable(graph.to_json_dict()), indent=2, allow_nan=False) + "\n"
+        from dynid.documents import to_text
+
+        text = to_text(api.causal_document(graph))
     elif chosen == "csv":
         text = graph.to_csv()
     elif chosen == "dot":
@@ -122,43 +101,16 @@ def discover_causal(
 
 
 def _check_dynamic_output(path: Optional[str], method: str) -> None:
-    """UsageError for --dynamic-output without --method dynamic or with an unknown suffix."""
+    """UsageError for --dynamic-output without --method dynamic or with an unknown suffix,
+    before any data are read."""
+    from dynid.causal.dynamic import check_strength_path
     from dynid.errors import UsageError
 
     if path is None:
         return
     if method != "dynamic":
         raise UsageError("--dynamic-output needs --method dynamic")
-    if not path.lower().endswith(DYNAMIC_SUFFIXES):
-        raise UsageError(f"--dynamic-output {path}: expected a {', '.join(DYNAMIC_SUFFIXES)} file")
-
-
-def _write_dynamic(path: str, graph: Any) -> None:
-    """The strength series to ``path`` atomically: HDF5 datasets ``times`` (T',), ``trial``
-    (T',), ``strength`` (T', d, d) [time][source][target] (attribute ``variables``), and the
-    file attributes ``change_points`` (JSON) and ``method``/``estimator``; or one JSON document."""
-    import json
-
-    import numpy as np
-
-    from dynid.atomic import atomic_path, write_text
-    from dynid.jsonable import jsonable
-
-    dynamic = graph.extra["dynamic"]
-    document = {"variables": list(graph.variables), "estimator": graph.extra.get("estimator"), **dynamic}
-    if path.lower().endswith(".json"):
-        write_text(path, json.dumps(jsonable(document), indent=2, allow_nan=False) + "\n")
-        return
-    import h5py
-
-    with atomic_path(path) as temp, h5py.File(temp, "w") as handle:
-        handle.create_dataset("times", data=np.asarray(dynamic["times"], dtype=float))
-        handle.create_dataset("trial", data=np.asarray(dynamic["trial"], dtype=np.int64))
-        strength = handle.create_dataset("strength", data=np.asarray(dynamic["strength"], dtype=float))
-        strength.attrs["variables"] = list(graph.variables)
-        handle.attrs["method"] = graph.method
-        handle.attrs["estimator"] = str(graph.extra.get("estimator"))
-        handle.attrs["change_points"] = json.dumps(jsonable(dynamic["change_points"]), allow_nan=False)
+    check_strength_path(path)
 
 
 def _inline_dynamic(graph: Any, out: Output, *, written: bool) -> Any:
@@ -181,7 +133,10 @@ def _inline_dynamic(graph: Any, out: Output, *, written: bool) -> Any:
 
 
 def _list(out: Output, registry) -> None:  # type: ignore[no-untyped-def]
+    from dynid.documents import METHODS
+
     out.emit_catalogue(
+        METHODS,
         [
             {"name": name, "summary": cls.summary, "cuda": cls.cuda, "hyperparameters": cls.Params.describe()}
             for name, cls in ((name, registry.get(name)) for name in registry.names())

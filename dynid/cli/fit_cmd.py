@@ -54,12 +54,14 @@ def fit(
     save_model(result.model, path, result.metadata)
     meta = result.metadata
     if out.json_mode:
+        from dynid.documents import FIT, tagged
+
         out.emit_json(
-            {
+            tagged(FIT, {
                 "model_path": path,
                 "model": model,
                 **{k: meta[k] for k in ("hyperparameters", "variables", "inputs", "dt", "n_trials", "n_samples", "metrics", "fit_seconds")},
-            }
+            })
         )
     elif path != "-":
         out.info(f"wrote {path} ({model}, {meta['n_samples']} samples, {meta['fit_seconds']:.2f} s)")

@@ -19,14 +19,10 @@ def info(
     out: Output,
 ) -> None:
     """Show a model file's metadata: backend, hyperparameters, variables, data fingerprint, metrics."""
+    from dynid import api
     from dynid.modelfile import load_model
 
-    loaded = load_model(model_path)
-    meta = dict(loaded.metadata)
-    meta["arrays"] = {name: list(a.shape) for name, a in loaded.model.arrays().items()}
-    equations = loaded.model.equations()
-    if equations:
-        meta["equations"] = [{"lhs": lhs, "rhs": rhs} for lhs, rhs in equations]
+    meta = api.model_info(load_model(model_path))
     if out.json_mode:
         out.emit_json(meta)
         return

@@ -1,11 +1,13 @@
-"""Generate one roff man page per command from the Typer app (``python man/generate.py``).
+"""One roff man page per command, from the Typer app (``python man/generate.py``).
 
-Typer vendors its own Click, so click-man does not apply; this walks the Click command tree that
-``typer.main.get_command`` builds, so the pages always say what ``--help`` says.
+Typer vendors its own Click, so click-man does not apply; ``command_docs`` walks the Click
+command tree that ``typer.main.get_command`` builds, so the pages (and the Markdown reference,
+``reference.py``) always say what ``--help`` says.
 """
 
 import datetime as _dt
 import re
+from dataclasses import dataclass
 
 import typer
 
@@ -27,54 +29,103 @@ def roff_escape(text: str) -> str:
     return re.sub(r"(?m)^([.'])", r"\\&\1", text)
 
 
-def pages(app: typer.Typer, date: str | None = None) -> dict[str, str]:
-    """File name -> roff text for ``dynid`` and each subcommand."""
+@dataclass(frozen=True)
+class OptionDoc:
+    """One option as ``--help`` shows it: ``-m, --model <str>``, its help, and its group
+    (``Data options``, ...; "" for the command's own)."""
+
+    names: str
+    help: str
+    group: str
+
+
+@dataclass(frozen=True)
+class CommandDoc:
+    """What the references say about one command: read from the Click tree Typer builds."""
+
+    name: str  # "dynid" or "dynid fit"
+    help: str
+    usage: str  # "[OPTIONS] {DATA}..."
+    arguments: tuple[tuple[str, str], ...]  # (metavar, help)
+    options: tuple[OptionDoc, ...]
+    subcommands: tuple[tuple[str, str], ...] = ()  # (name, first line of its help)
+
+    @property
+    def summary(self) -> str:
+        return self.help.splitlines()[0] if self.help else self.name
+
+
+def command_docs(app: typer.Typer) -> list[CommandDoc]:
+    """``dynid`` itself, then each subcommand in the order ``dynid --help`` lists them."""
     from typer._click import Context
 
     root = typer.main.get_command(app)
-    stamp = date or _dt.date(2026, 1, 1).isoformat()
     with Context(root, info_name="dynid") as ctx:
-        result = {"dynid.1": _page(root, ctx, "dynid", stamp, subcommands=root.list_commands(ctx))}
-        for name in root.list_commands(ctx):
+        names = root.list_commands(ctx)
+        subcommands = tuple(
+            (name, (root.get_command(ctx, name).help or "").strip().splitlines()[0]) for name in names
+        )
+        docs = [_describe(root, ctx, "dynid", subcommands)]
+        for name in names:
             command = root.get_command(ctx, name)
             with Context(command, info_name=name, parent=ctx) as sub:
-                result[f"dynid-{name}.1"] = _page(command, sub, f"dynid {name}", stamp)
-    return result
+                docs.append(_describe(command, sub, f"dynid {name}", ()))
+    return docs
 
 
-def _page(command, ctx, full_name: str, date: str, subcommands=()) -> str:  # type: ignore[no-untyped-def]
-    title = full_name.replace(" ", "-").upper()
-    help_text = (command.help or "").strip()
-    summary = help_text.splitlines()[0] if help_text else full_name
+def _describe(command, ctx, full_name: str, subcommands: tuple[tuple[str, str], ...]) -> CommandDoc:  # type: ignore[no-untyped-def]
+    arguments = tuple(
+        (param.metavar or param.name.upper(), getattr(param, "help", "") or "")
+        for param in command.params
+        if param.param_type_name == "argument"
+    )
+    options = []
+    for param in command.params:
+        if param.param_type_name != "option" or param.hidden:
+            continue
+        record = param.get_help_record(ctx)
+        if record is not None:
+            options.append(OptionDoc(record[0], record[1] or "", getattr(param, "rich_help_panel", None) or ""))
+    return CommandDoc(
+        name=full_name,
+        help=(command.help or "").strip(),
+        usage=" ".join(command.collect_usage_pieces(ctx)),
+        arguments=arguments,
+        options=tuple(options),
+        subcommands=subcommands,
+    )
+
+
+def pages(app: typer.Typer, date: str | None = None) -> dict[str, str]:
+    """File name -> roff text for ``dynid`` and each subcommand."""
+    stamp = date or _dt.date(2026, 1, 1).isoformat()
+    return {f"{doc.name.replace(' ', '-')}.1": _page(doc, stamp) for doc in command_docs(app)}
+
+
+def _page(doc: CommandDoc, date: str) -> str:
+    title = doc.name.replace(" ", "-").upper()
     lines = [
         f'.TH {title} 1 "{date}" "dynid {__version__}" "dynid manual"',
         ".SH NAME",
-        f"{roff_escape(full_name.replace(' ', '-'))} \\- {roff_escape(summary.rstrip('.'))}",
+        f"{roff_escape(doc.name.replace(' ', '-'))} \\- {roff_escape(doc.summary.rstrip('.'))}",
         ".SH SYNOPSIS",
-        f".B {roff_escape(full_name)}",
-        roff_escape(" ".join(command.collect_usage_pieces(ctx))),
+        f".B {roff_escape(doc.name)}",
+        roff_escape(doc.usage),
         ".SH DESCRIPTION",
-        roff_escape(help_text) or roff_escape(summary),
+        roff_escape(doc.help) or roff_escape(doc.summary),
     ]
-    arguments = [p for p in command.params if p.param_type_name == "argument"]
-    options = [p for p in command.params if p.param_type_name == "option" and not p.hidden]
-    if arguments:
+    if doc.arguments:
         lines.append(".SH ARGUMENTS")
-        for param in arguments:
-            lines += [".TP", f".B {roff_escape(param.metavar or param.name.upper())}", roff_escape(getattr(param, "help", "") or "")]
-    if options:
+        for metavar, text in doc.arguments:
+            lines += [".TP", f".B {roff_escape(metavar)}", roff_escape(text)]
+    if doc.options:
         lines.append(".SH OPTIONS")
-        for param in options:
-            record = param.get_help_record(ctx)
-            if record is None:
-                continue
-            names, text = record
-            lines += [".TP", f".B {roff_escape(names)}", roff_escape(text or "")]
-    if subcommands:
+        for option in doc.options:
+            lines += [".TP", f".B {roff_escape(option.names)}", roff_escape(option.help)]
+    if doc.subcommands:
         lines.append(".SH COMMANDS")
-        for name in subcommands:
-            sub = command.get_command(ctx, name)
-            lines += [".TP", f".B {roff_escape(name)}", roff_escape((sub.help or "").strip().splitlines()[0])]
+        for name, summary in doc.subcommands:
+            lines += [".TP", f".B {roff_escape(name)}", roff_escape(summary)]
     lines.append(".SH EXIT STATUS")
     for code, meaning in EXIT_STATUS:
         lines += [".TP", f".B {code}", roff_escape(meaning)]
@@ -84,24 +135,8 @@ def _page(command, ctx, full_name: str, date: str, subcommands=()) -> str:  # ty
         ".B NO_COLOR",
         "When set, no colour is used; colour and progress are shown only on a terminal anyway.",
         ".SH SEE ALSO",
-        ", ".join(
-            f"\\fBdynid\\-{n}\\fR(1)" for n in (subcommands or [full_name.split(" ", 1)[-1]]) if full_name == "dynid" or n != full_name
-        )
-        if subcommands
+        ", ".join(f"\\fBdynid\\-{name}\\fR(1)" for name, _ in doc.subcommands)
+        if doc.subcommands
         else "\\fBdynid\\fR(1)",
     ]
     return "\n".join(line for line in lines if line != "") + "\n"
-
-
-def write_all(directory: str) -> list[str]:
-    """Regenerate every page in ``directory``; returns the file names written."""
-    from pathlib import Path
-
-    from dynid.atomic import write_text
-    from dynid.cli.app import app
-
-    written = []
-    for name, text in pages(app).items():
-        write_text(Path(directory) / name, text)
-        written.append(name)
-    return written

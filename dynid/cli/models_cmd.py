@@ -13,6 +13,7 @@ def register(app: typer.Typer) -> None:
 @with_options()
 def models(*, out: Output) -> None:
     """List the model backends and their hyperparameters (for 'fit -p KEY=VALUE')."""
+    from dynid.documents import MODELS
     from dynid.models import registry
 
     entries = []
@@ -33,4 +34,4 @@ def models(*, out: Output) -> None:
                 "hyperparameters": backend.Params.describe(),
             }
         )
-    out.emit_catalogue(entries)
+    out.emit_catalogue(MODELS, entries)

@@ -3,11 +3,11 @@
 Colour and progress bars only on a terminal and never with NO_COLOR.
 """
 
-import json as _json
 import os
 import sys
+from collections.abc import Mapping
 from contextlib import nullcontext
-from typing import Any, ContextManager
+from typing import Any, ContextManager, Optional
 
 
 def stderr_is_tty() -> bool:
@@ -42,23 +42,33 @@ class Output:
         if self.verbose and not self.quiet:
             print(message, file=sys.stderr, flush=True)
 
-    def emit_json(self, document: Any) -> None:
-        """Write ``document`` as the one JSON document on stdout."""
-        from dynid.jsonable import jsonable
+    def emit_json(self, document: Mapping[str, Any]) -> None:
+        """Write ``document`` (carrying its ``"kind"``) as the one JSON document on stdout."""
+        from dynid.documents import to_text
 
-        sys.stdout.write(_json.dumps(jsonable(document), indent=2, allow_nan=False) + "\n")
-        sys.stdout.flush()
+        self.emit_text(to_text(document))
+
+    def check_json_target(self, output: Optional[str]) -> None:
+        """UsageError for ``--json`` with ``-o FILE`` on a command whose JSON document is its
+        data (forecast, simulate): the document goes to stdout, the table to the file."""
+        if self.json_mode and output not in (None, "-"):
+            from dynid.errors import UsageError
+
+            raise UsageError(f"--json prints the result on stdout; drop it to write a table to {output}")
 
     def emit_text(self, text: str) -> None:
         """Write ``text`` (data or a human-readable result) to stdout."""
         sys.stdout.write(text if text.endswith("\n") else text + "\n")
         sys.stdout.flush()
 
-    def emit_catalogue(self, entries: list[dict[str, Any]]) -> None:
+    def emit_catalogue(self, kind: str, entries: list[dict[str, Any]]) -> None:
         """A list of methods (``name``, ``summary``, ``hyperparameters`` as from
-        ``Hyperparameters.describe``): the JSON list, or one block of text per method."""
+        ``Hyperparameters.describe``): ``{"kind": kind, kind: entries}`` as JSON, or one block
+        of text per method."""
         if self.json_mode:
-            self.emit_json(entries)
+            from dynid.documents import listing
+
+            self.emit_json(listing(kind, entries))
             return
         lines = []
         for entry in entries:

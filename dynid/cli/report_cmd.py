@@ -1,6 +1,6 @@
 """``dynid report INPUT... [--data DATA] -o report.html``: one self-contained HTML file."""
 
-from typing import Annotated, Optional
+from typing import Annotated, Any, Optional
 
 import typer
 
@@ -24,24 +24,20 @@ def report(
     out: Output,
 ) -> None:
     """Write an HTML report of models, equations, causal graphs and forecasts (opens offline)."""
-    import json
-
     from dynid.atomic import write_text
     from dynid.cli.common import model_data_options
-    from dynid.errors import DataError
     from dynid.modelfile import load_model
     from dynid.report import build_report
+    from dynid.report.sections import kind_notice
 
     models, results = [], []
     for path in input_files:
-        if path.lower().endswith(".json"):
-            try:
-                with open(path, encoding="utf-8") as handle:
-                    results.append((path, json.load(handle)))
-            except FileNotFoundError:
-                raise DataError(f"{path}: no such file") from None
-            except (ValueError, UnicodeDecodeError) as exc:
-                raise DataError(f"{path}: not valid JSON ({exc})") from None
+        if _is_json(path):
+            doc = _read_json(path)
+            notice = kind_notice(doc)
+            if notice:
+                out.info(f"{path}: {notice}")
+            results.append((path, doc))
         else:
             models.append((path, load_model(path)))
     dataset = None
@@ -52,3 +48,30 @@ def report(
     write_text(output, html)
     if output != "-":
         out.info(f"wrote {output}")
+
+
+def _is_json(path: str) -> bool:
+    """Whether ``path`` is a JSON result rather than a model file (HDF5): its name ends in
+    .json or its first non-blank byte opens an object or a list (``-o eq.txt --format json``)."""
+    if path.lower().endswith(".json"):
+        return True
+    try:
+        with open(path, "rb") as handle:
+            head = handle.read(4096).lstrip()
+    except OSError:
+        return False  # the model reader names the problem
+    return head[:1] in (b"{", b"[")
+
+
+def _read_json(path: str) -> Any:
+    import json
+
+    from dynid.errors import DataError
+
+    try:
+        with open(path, encoding="utf-8") as handle:
+            return json.load(handle)
+    except FileNotFoundError:
+        raise DataError(f"{path}: no such file") from None
+    except (ValueError, UnicodeDecodeError) as exc:
+        raise DataError(f"{path}: not valid JSON ({exc})") from None

@@ -26,8 +26,9 @@ def simulate(
     *,
     out: Output,
 ) -> None:
-    """Simulate a catalogued system; CSV with 't', the states and any inputs on stdout (or -o)."""
+    """Simulate a catalogued system; CSV with 't', the states and any inputs on stdout (or -o; --json: one JSON document)."""
     from dynid.data.writers import write_table
+    from dynid.documents import SIMULATE, tagged
     from dynid.errors import UsageError
     from dynid.systems import SYSTEMS
     from dynid.systems import simulate as run_system
@@ -37,9 +38,15 @@ def simulate(
         return
     if system is None:
         raise UsageError("give a SYSTEM name (dynid simulate --list shows them)")
+    out.check_json_target(output)
     params = _parse_params(param or [])
     initial = None if x0 is None else _parse_numbers(x0, "--x0")
     result = run_system(system, n=n, dt=dt, noise=noise, seed=seed, params=params, x0=initial)
+    if out.json_mode:
+        body = {"system": system, "variables": list(result.variables), "inputs": list(result.inputs),
+                "t": result.t, "x": result.x, "u": result.u}
+        out.emit_json(tagged(SIMULATE, body))
+        return
     import numpy as np
 
     values = result.x if result.u is None else np.hstack([result.x, result.u])
@@ -72,8 +79,10 @@ def _parse_numbers(text: str, option: str) -> list[float]:
 
 def _list(out: Output, systems) -> None:  # type: ignore[no-untyped-def]
     if out.json_mode:
+        from dynid.documents import SYSTEMS, listing
+
         out.emit_json(
-            [
+            listing(SYSTEMS, [
                 {
                     "name": s.name,
                     "description": s.description,
@@ -87,7 +96,7 @@ def _list(out: Output, systems) -> None:  # type: ignore[no-untyped-def]
                     "reference": s.reference,
                 }
                 for s in systems.values()
-            ]
+            ])
         )
         return
     lines = []

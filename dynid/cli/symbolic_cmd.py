@@ -33,30 +33,30 @@ def symbolic(
     out: Output,
 ) -> None:
     """Identify governing equations with uncertainty; -p sets any 'symbolic' model hyperparameter."""
-    import json
-
     from dynid import api
     from dynid.atomic import write_text
+    from dynid.documents import to_text
     from dynid.errors import UsageError
-    from dynid.jsonable import jsonable
     from dynid.modelfile import save_model as write_model
     from dynid.models import registry
-    from dynid.symbolic import equations_result, format_latex, format_text
+    from dynid.params import split_assignments
+    from dynid.symbolic import format_latex, format_text
 
     chosen = "json" if out.json_mode else output_format
     if chosen not in FORMATS:
         raise UsageError(f"--format {output_format}: expected one of {', '.join(FORMATS)}")
     flags = {"library": library, "terms": terms, "derivative": derivative, "ensemble": ensemble, "jobs": jobs}
-    assignments = [f"{k}={v}" for k, v in flags.items() if v is not None] + list(param or [])
+    # -p wins over these flags, and --discrete over -p, as they always have.
+    values = {**{k: v for k, v in flags.items() if v is not None}, **split_assignments(param or [])}
     if discrete:
-        assignments.append("discrete=true")
-    hyper = registry.get("symbolic").Params.parse(assignments)
+        values["discrete"] = True
+    hyper = registry.get("symbolic").Params.from_values(values, option="-p ")
     dataset = data.load(data_files, out=out)
     with out.status("identifying equations"):
-        fitted = api.fit(dataset, "symbolic", hyper, seed=run.seed, device=run.device)
-    result = equations_result(fitted.model)
+        fitted = api.identify_model(dataset, hyper, seed=run.seed, device=run.device)
+    result = api.equations_document(fitted.model)
     if chosen == "json":
-        text = json.dumps(jsonable(result), indent=2, allow_nan=False) + "\n"
+        text = to_text(result)
     else:
         text = (format_latex if chosen == "latex" else format_text)(result)
     if save_model:

@@ -1,8 +1,10 @@
 """One function per kind of report input, each turning it into escaped HTML.
 
 ``model_section`` (a loaded model file, with a held-out forecast when data are given),
-``data_section``, and ``result_section`` for the JSON of other commands, which recognises causal,
-symbolic, score and fit documents (``result_kind``) and shows anything else as a generic table.
+``data_section``, and ``result_section`` for the JSON of other commands, chosen by the
+document's ``"kind"`` (``result_kind``): causal, symbolic and score documents get their own
+sections, other kinds a table. A document without ``"kind"`` (written by an older dynid) is
+recognised by its keys, with a note saying so.
 Every table goes through ``table`` and every value through ``fmt`` and ``esc``.
 """
 
@@ -15,6 +17,7 @@ from typing import Any
 
 import numpy as np
 
+from dynid import documents
 from dynid.data.dataset import Dataset
 from dynid.errors import DynidError
 from dynid.modelfile import ModelFile
@@ -304,16 +307,40 @@ def data_section(data: Dataset, *, anchor: str) -> Section:
 
 # -- JSON results --------------------------------------------------------------------------------
 def result_kind(doc: Any) -> str:
-    """Which dynid command ``doc`` came from: causal, symbolic, score, fit or generic."""
+    """How to show ``doc``: its ``"kind"`` when it names one this report knows, ``generic``
+    for any other kind; without ``"kind"``, ``legacy_kind``."""
+    if has_kind(doc):
+        return doc["kind"] if doc["kind"] in _RESULTS else "generic"
+    return legacy_kind(doc)
+
+
+def has_kind(doc: Any) -> bool:
+    """Whether ``doc`` carries a ``"kind"`` (every document this dynid writes does)."""
+    return isinstance(doc, dict) and isinstance(doc.get("kind"), str)
+
+
+def kind_notice(doc: Any) -> str:
+    """For a document without ``"kind"``, a sentence saying how it is read; else ""."""
+    if has_kind(doc):
+        return ""
+    kind = legacy_kind(doc)
+    if kind == "generic":
+        return 'no "kind" field and not a known dynid result; shown as it is'
+    return f'no "kind" field (an older dynid wrote it); read as {kind} by its keys'
+
+
+def legacy_kind(doc: Any) -> str:
+    """The kind of a document without ``"kind"`` (an older dynid's), from its keys: causal,
+    symbolic, score, fit or generic."""
     if isinstance(doc, dict):
         if "edges" in doc and "adjacency" in doc:
-            return "causal"
+            return documents.CAUSAL
         if "equations" in doc:
-            return "symbolic"
+            return documents.SYMBOLIC
         if "valid_prediction_time" in doc:
-            return "score"
+            return documents.SCORE
         if "model_path" in doc and "metrics" in doc:
-            return "fit"
+            return documents.FIT
     return "generic"
 
 
@@ -322,6 +349,10 @@ def result_section(path: str, doc: Any, *, anchor: str) -> Section:
     shape is shown as a generic table below a note instead of failing the report."""
     kind = result_kind(doc)
     label, render = _RESULTS[kind]
+    if kind == "generic" and has_kind(doc):
+        label = f"Result ({doc['kind']})"
+    notice = kind_notice(doc)
+    notice = _note(notice[0].upper() + notice[1:] + ".") if notice else ""
     try:
         body = render(doc)
     except (KeyError, TypeError, ValueError, AttributeError, IndexError) as exc:
@@ -329,7 +360,7 @@ def result_section(path: str, doc: Any, *, anchor: str) -> Section:
             f"{path} looks like a {label.lower()} result but could not be read "
             f"({type(exc).__name__}: {exc}); shown as it is."
         ) + _generic(doc)
-    return Section(anchor, f"{label}: {path}", body)
+    return Section(anchor, f"{label}: {path}", notice + body)
 
 
 def _others(doc: dict[str, Any], shown: Iterable[str]) -> str:
@@ -380,7 +411,7 @@ def _causal(doc: dict[str, Any]) -> str:
         if rows
         else _note(f"No significant edges at alpha = {fmt(doc.get('alpha'))}.")
     )
-    known = ("variables", "method", "max_lag", "alpha", "edges", "score_matrix", "adjacency")
+    known = ("kind", "variables", "method", "max_lag", "alpha", "edges", "score_matrix", "adjacency")
     return (
         summary + figure + _h3("Significant edges (by p-value)") + listing + _others(doc, known)
     )
@@ -414,13 +445,13 @@ def _symbolic(doc: dict[str, Any]) -> str:
     metrics = flatten(doc.get("metrics"))
     if metrics:
         parts += [_h3("Metrics"), table(metrics, row_headers=True)]
-    parts.append(_others(doc, ("variables", "inputs", "symbols", "equations", "metrics")))
+    parts.append(_others(doc, ("kind", "variables", "inputs", "symbols", "equations", "metrics")))
     return "".join(parts)
 
 
 def _score(doc: dict[str, Any]) -> str:
     per_step = doc.get("rmse_per_step")
-    body = table(flatten({k: v for k, v in doc.items() if k != "rmse_per_step"}), row_headers=True)
+    body = table(flatten({k: v for k, v in doc.items() if k not in ("kind", "rmse_per_step")}), row_headers=True)
     if isinstance(per_step, list) and per_step:
         y = np.array(per_step, dtype=float)
         dt = doc.get("dt")
@@ -434,8 +465,8 @@ def _score(doc: dict[str, Any]) -> str:
     return body
 
 
-def _fit_summary(doc: dict[str, Any]) -> str:
-    return table(flatten(doc), row_headers=True)
+def _summary(doc: dict[str, Any]) -> str:
+    return table(flatten({k: v for k, v in doc.items() if k != "kind"}), row_headers=True)
 
 
 def _generic(doc: Any) -> str:
@@ -451,10 +482,12 @@ def _is_scalar(value: Any) -> bool:
     return value is None or isinstance(value, (str, int, float, bool))
 
 
+# Kinds (``dynid.documents``) with a section of their own; any other is shown by ``_generic``.
 _RESULTS: dict[str, tuple[str, Callable[[Any], str]]] = {
-    "causal": ("Causal discovery", _causal),
-    "symbolic": ("Symbolic regression", _symbolic),
-    "score": ("Forecast score", _score),
-    "fit": ("Fit summary", _fit_summary),
+    documents.CAUSAL: ("Causal discovery", _causal),
+    documents.SYMBOLIC: ("Symbolic regression", _symbolic),
+    documents.SCORE: ("Forecast score", _score),
+    documents.FIT: ("Fit summary", _summary),
+    documents.INFO: ("Model information", _summary),
     "generic": ("Result", _generic),
 }

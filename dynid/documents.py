@@ -1,0 +1,115 @@
+"""The JSON documents dynid prints and writes: their ``"kind"`` and their text.
+
+Every document carries a top-level ``"kind"`` naming what it is, so that a reader (``dynid
+report``, a user's script) dispatches on it instead of guessing from keys. The kinds are listed
+here and nowhere else; a list result is wrapped in an object holding it under the kind's name
+(``{"kind": "models", "models": [...]}``).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from typing import Any, Final
+
+from dynid.jsonable import jsonable
+
+FIT: Final = "fit"
+FORECAST: Final = "forecast"
+SCORE: Final = "score"
+SYMBOLIC: Final = "symbolic"
+CAUSAL: Final = "causal"
+DYNAMIC_STRENGTH: Final = "dynamic-strength"
+INFO: Final = "info"
+SIMULATE: Final = "simulate"
+MODELS: Final = "models"
+METHODS: Final = "methods"
+SYSTEMS: Final = "systems"
+
+# kind -> (what writes it, its fields after "kind"): the command reference (docs/cli.md) is
+# generated from this table.
+SHAPES: Final[dict[str, tuple[str, str]]] = {
+    FIT: (
+        "dynid fit --json",
+        '"model_path", "model", "hyperparameters": {...}, "variables": [...], "inputs": [...], '
+        '"dt", "n_trials", "n_samples", "metrics": {...}, "fit_seconds"',
+    ),
+    FORECAST: (
+        "dynid forecast --json",
+        '"time_column", "variables": [...], "t": [N times], "x": [N rows of one value per variable]',
+    ),
+    SCORE: (
+        "dynid score --json",
+        '"horizon", "starts", "rmse", "nrmse", "valid_prediction_time", "rmse_per_variable": {...}, '
+        '"rmse_per_step": [...], "vpt_threshold", "dt", and with --lyapunov '
+        '"valid_prediction_time_lyapunov"',
+    ),
+    SYMBOLIC: (
+        "dynid symbolic --json (or --format json)",
+        '"variables": [...], "inputs": [...], "symbols": {"x0": "original name", ...}, '
+        '"equations": [{"lhs": "x", "rhs": "-10.0*x + 10.0*y", "terms": [{"term": "x", '
+        '"coefficient": -10.0, ...}]}], "metrics": {...}',
+    ),
+    CAUSAL: (
+        "dynid discover-causal --json (or --format json)",
+        '"variables": [...], "method", "max_lag", "alpha", "edges": [{"source", "target", "lag", '
+        '"strength", "p_value", "significant"}], "score_matrix": [[...]], "adjacency": [[0|1, ...]], '
+        "then the method's own fields",
+    ),
+    DYNAMIC_STRENGTH: (
+        "dynid discover-causal --method dynamic --dynamic-output FILE.json",
+        '"variables": [...], "estimator", "times": [T\' times], "trial": [T\' trial indices], '
+        '"strength": [time][source][target], "change_points": [{"source", "target", "time", '
+        '"before", "after"}]',
+    ),
+    INFO: (
+        "dynid info --json",
+        "the model file's metadata (\"backend\", \"hyperparameters\", \"variables\", \"inputs\", "
+        '"dt", "data_fingerprint", "metrics", "seed", "device", ...), "arrays": {name: shape}, '
+        'and for equation models "equations": [{"lhs", "rhs"}]',
+    ),
+    SIMULATE: (
+        "dynid simulate --json",
+        '"system", "variables": [...], "inputs": [...], "t": [n times], "x": [n rows of states], '
+        '"u": [n rows of inputs] or null',
+    ),
+    MODELS: (
+        "dynid models --json",
+        '"models": [{"name", "summary", "capabilities": {...}, "hyperparameters": [{"name", '
+        '"type", "default", "doc"}]}]',
+    ),
+    METHODS: (
+        "dynid discover-causal --list --json",
+        '"methods": [{"name", "summary", "cuda", "hyperparameters": [{"name", "type", "default", '
+        '"doc"}]}]',
+    ),
+    SYSTEMS: (
+        "dynid simulate --list --json",
+        '"systems": [{"name", "description", "variables", "inputs", "params", "dt", "n", "x0", '
+        '"kind" (ode, map, ...: the system\'s own kind), "reference"}]',
+    ),
+}
+KINDS: Final = tuple(SHAPES)
+
+
+def tagged(kind: str, body: Mapping[str, Any]) -> dict[str, Any]:
+    """``body`` with ``"kind": kind`` as its first key. ValueError for an unknown kind or a body
+    that already names another kind (a programming error, not a user's)."""
+    if kind not in KINDS:
+        raise ValueError(f"unknown document kind {kind!r}")
+    if body.get("kind", kind) != kind:
+        raise ValueError(f"document of kind {body['kind']!r} tagged as {kind!r}")
+    return {"kind": kind, **{key: value for key, value in body.items() if key != "kind"}}
+
+
+def listing(kind: str, entries: list[dict[str, Any]]) -> dict[str, Any]:
+    """A list result as a document: ``{"kind": kind, kind: entries}``."""
+    return tagged(kind, {kind: entries})
+
+
+def to_text(document: Mapping[str, Any]) -> str:
+    """Strict JSON text (NaN and infinities as null) ending in a newline. ValueError when the
+    document has no ``"kind"``."""
+    if document.get("kind") not in KINDS:
+        raise ValueError(f"a dynid JSON document needs a known 'kind', got {document.get('kind')!r}")
+    return json.dumps(jsonable(document), indent=2, allow_nan=False) + "\n"
