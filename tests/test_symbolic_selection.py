@@ -257,7 +257,8 @@ def test_noise_correlation_time_of_known_operators():
     A 5-point central difference [1, -8, 0, 8, -1] has rho_1 = -16/130 < 0: tau = 1."""
     from scipy import sparse
 
-    from dynid.symbolic.noise import derivative_correlation_time, operator_correlation_time
+    from dynid.symbolic.autocorrelation import operator_correlation_time
+    from dynid.symbolic.derivatives import derivative_correlation_time
 
     n = 400
     moving_sum = sparse.diags([1.0, 1.0, 1.0], [0, 1, 2], shape=(n - 2, n))

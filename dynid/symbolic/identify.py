@@ -332,9 +332,8 @@ def _map_rows(data: Dataset) -> _Rows:
 
 
 def _strong_rows(trials: list, data: Dataset, method: str, details: dict[str, Any]) -> _Rows:
-    from dynid.symbolic.derivatives import choose_method, differentiate, smooth
-
-    from dynid.symbolic.noise import derivative_correlation_time
+    from dynid.symbolic.derivatives import choose_method, derivative_correlation_time, differentiate, smooth
+    from dynid.symbolic.derivatives.finite_difference import truncation_error
 
     targets, states, inputs, used_methods, errors, times = [], [], [], [], [], []
     for trial in trials:
@@ -363,21 +362,10 @@ def _strong_rows(trials: list, data: Dataset, method: str, details: dict[str, An
     )
 
 
-def truncation_error(x: np.ndarray, t: np.ndarray, derivative: np.ndarray) -> np.ndarray:
-    """(n, d) estimate of a 4th-order finite difference's truncation error: its difference from
-    the 6th-order (7-point) derivative on the same times (Richardson's idea)."""
-    from dynid.symbolic.derivatives import local_polynomial
-
-    if x.shape[0] < 7:
-        return np.zeros_like(derivative)
-    _, slope = local_polynomial(t, 7, 6)
-    return derivative - slope.apply(x)
-
-
 def _weak_rows(trials: list, data: Dataset, details: dict[str, Any]) -> _Rows:
     from scipy import sparse
 
-    from dynid.symbolic.noise import operator_correlation_time
+    from dynid.symbolic.autocorrelation import operator_correlation_time
     from dynid.symbolic.weak_form import integration_operator
 
     operators, slope_operators, targets, windows = [], [], [], []
@@ -553,7 +541,7 @@ def _best_equation(i: int, candidates: list[_Candidate], rows: _Rows, split: _Sp
     correlated than that (systematic error, e.g. a derivative's truncation error, which the
     noise model does not describe), all libraries are scored again with the residuals' time.
     """
-    from dynid.symbolic.selection import autocorrelation_time
+    from dynid.symbolic.autocorrelation import autocorrelation_time
 
     y = rows.targets[:, i]
     candidates = [c if c.profile is None else _profiled(c, y, rows) for c in candidates]

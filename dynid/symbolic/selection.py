@@ -34,7 +34,7 @@ from typing import Literal
 import numpy as np
 
 from dynid.errors import DataError, UsageError
-from dynid.symbolic.noise import correlation_time
+from dynid.symbolic.autocorrelation import autocorrelation_time
 from dynid.symbolic.solvers import (
     MAX_EXACT_P,
     MAX_NODES,
@@ -258,24 +258,6 @@ def select_folds(
         scored_on=f"{len(folds)}-fold blocked cross-validation",
         subset_search=first.subset_search,
     )
-
-
-def autocorrelation_time(residual: np.ndarray, blocks: np.ndarray | None = None) -> float:
-    """Integrated autocorrelation time (>= 1) of ``residual`` (m,), pooled over contiguous
-    ``blocks`` (labels, (m,)): 1 + 2 sum_k rho_k, summed while rho_k stays positive (Sokal's
-    automatic window: stop at the first lag where the estimate is no longer positive)."""
-    r = np.asarray(residual, dtype=float)
-    labels = np.zeros(r.size, dtype=int) if blocks is None else np.asarray(blocks)
-    pieces = [r[labels == b] - r[labels == b].mean() for b in np.unique(labels)]
-    variance = sum(float(p @ p) for p in pieces)
-    if variance <= 0:
-        return 1.0
-    longest = max(p.size for p in pieces)
-    rho = (
-        sum(float(p[:-lag] @ p[lag:]) for p in pieces if p.size > lag) / variance
-        for lag in range(1, longest // 2)
-    )
-    return correlation_time(rho)
 
 
 def pareto_front(candidates: list[Candidate]) -> list[Candidate]:
