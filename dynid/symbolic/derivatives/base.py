@@ -64,16 +64,16 @@ def choose_method(x: np.ndarray, t: np.ndarray) -> tuple[str, dict]:
        at most that 0.5%, far below what matters for picking terms. Covers noise-free and
        simulated data and data written with many significant digits.
     2. ``spline`` (GCV) if some column's noise-to-signal ratio s / std(x) exceeds
-       ``SPLINE_NOISE`` (10%). On Lorenz-63 (150 to 5000 samples, uniform and irregular) the
-       chosen Savitzky-Golay filter is as good as or better than the spline up to ~10% noise,
-       and worse above (by up to 1.3x at 20% on 150 samples): its risk estimate gets noisy and
-       its windows so wide that a fixed-degree local polynomial no longer fits.
+       ``SPLINE_NOISE`` (10%). Up to about that noise the chosen Savitzky-Golay filter is as
+       good as the spline or better, above it worse: its risk estimate gets noisy and its
+       windows so wide that a fixed-degree local polynomial no longer fits.
     3. ``savgol`` otherwise, with per-column windows and orders that minimise an unbiased
        estimate of the derivative's mean squared error (``choose_savgol``).
 
     ``tv`` and ``spectral`` are never picked: TV favours piecewise-constant derivatives
-    (kinks, steps) that smooth ODE trajectories lack (2-4x the error of the others on
-    Lorenz-63), and the FFT derivative needs uniform sampling and suits near-periodic records.
+    (kinks, steps) that smooth ODE trajectories lack, and the FFT derivative needs uniform
+    sampling and suits near-periodic records. (Measured errors: benchmarks/README.md,
+    "Symbolic design experiments".)
     """
     x = as_2d(x)
     t = check_times(t, x.shape[0])
