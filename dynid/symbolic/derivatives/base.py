@@ -18,7 +18,15 @@ from dynid.symbolic.derivatives.spline import SmoothingSpline, spline
 from dynid.symbolic.derivatives.tv import tv
 from dynid.symbolic.noise import estimate_noise
 
-METHODS = ("finite_difference", "savgol", "spectral", "tv", "spline")
+# Each method: (x (n, d), t (n,), **options) -> (smoothed states (n, d), derivative (n, d)).
+_METHOD_FUNCTIONS: dict[str, Callable[..., tuple[np.ndarray, np.ndarray]]] = {
+    "finite_difference": finite_difference,
+    "savgol": savgol,
+    "spectral": spectral,
+    "tv": tv,
+    "spline": spline,
+}
+METHODS = tuple(_METHOD_FUNCTIONS)
 
 # --- choose_method thresholds (reasons in choose_method's docstring) ---
 # Relative error that noise alone puts on a 5-point finite difference below which it is used.
@@ -102,15 +110,6 @@ def _run(x: np.ndarray, t: np.ndarray, method: str, options: dict) -> tuple[np.n
     if unknown:
         raise ValueError(f"{method} takes options {known}, not {unknown}")
     return function(x, t, **options)
-
-
-_METHOD_FUNCTIONS: dict[str, Callable[..., tuple[np.ndarray, np.ndarray]]] = {
-    "finite_difference": finite_difference,
-    "savgol": savgol,
-    "spectral": spectral,
-    "tv": tv,
-    "spline": spline,
-}
 
 
 def finite_difference_suffices(x: np.ndarray, t: np.ndarray) -> bool:
