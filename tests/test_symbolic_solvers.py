@@ -195,3 +195,23 @@ def test_remembered_searches_resume_with_the_same_answers(monkeypatch):
     with pytest.raises(ValueError):
         again[0].support[0] = True
     np.testing.assert_array_equal(np.flatnonzero(again[2].support), [1, 4, 9])
+
+
+def test_bounded_cache_drops_the_least_recently_used_entry_of_a_kind():
+    from dynid.symbolic.cache import BoundedCache
+
+    cache = BoundedCache({"a": 2, "b": 1})
+    made = []
+
+    def make(value):
+        made.append(value)
+        return value
+
+    cache.get("a", 1, lambda: make(1))
+    cache.get("a", 2, lambda: make(2))
+    assert cache.get("a", 1, lambda: make(-1)) == 1  # a hit: 1 is now the most recent
+    cache.get("b", 9, lambda: make(9))  # another kind has its own bound
+    cache.get("a", 3, lambda: make(3))  # over the bound of "a": 2 goes
+    assert made == [1, 2, 9, 3] and cache.size("a") == 2 and cache.size("b") == 1
+    assert cache.get("a", 1, lambda: make(-1)) == 1
+    assert cache.get("a", 2, lambda: make(20)) == 20 and made[-1] == 20
