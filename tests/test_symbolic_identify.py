@@ -188,7 +188,7 @@ def test_very_short_records_fit_or_say_why(n):
     profile into an endless loop (every family's columns in the span of the others)."""
     import signal
 
-    from dynid.symbolic.identify import MIN_WEAK_ROWS
+    from dynid.symbolic.rows import MIN_WEAK_ROWS
 
     def hang(*_):  # a regression would hang CI; fail instead
         raise TimeoutError("symbolic fit of a short record did not finish in 120 s")

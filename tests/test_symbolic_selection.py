@@ -13,10 +13,10 @@ from dynid.errors import UsageError
 from dynid.symbolic.ensemble import (
     bagging,
     default_block_length,
-    library_bagging,
     moving_block_indices,
 )
-from dynid.symbolic.selection import information_criterion, select, train_validation_split
+from dynid.symbolic.folds import train_validation_split
+from dynid.symbolic.selection import information_criterion, select
 
 TRUE_COLUMNS = [2, 7, 11, 19, 26]
 TRUE_VALUES = [0.5, -1.0, 2.0, -5.0, 10.0]
@@ -217,23 +217,6 @@ def test_bagging_inclusion_and_intervals_on_a_noisy_problem():
     np.testing.assert_array_equal(again.coefs, result.coefs)  # seeded: reproducible
 
 
-def test_library_bagging_keeps_the_true_terms():
-    theta, y, xi = noisy_problem(7, n=400, noise=1.0)
-    train, val = train_validation_split([y.size])
-
-    def fit(columns, target):
-        held_out = {"theta_val": columns[val], "y_val": target[val]}
-        return select(columns[train], target[train], **held_out).best.coef
-
-    result = library_bagging(theta, y, fit, n_models=30, rng=1)
-    assert result.block is None
-    inclusion = result.inclusion_probability
-    # A model offered without a strong true term (about 2 in 3 here) misfits badly enough to
-    # lose the weak ones, so only the ranking is sharp: every true term above every other.
-    assert inclusion[xi != 0].min() > inclusion[xi == 0].max()
-    assert np.all(inclusion[[19, 26]] == 1.0) and inclusion[xi == 0].max() < 0.5
-
-
 def test_moving_block_bootstrap_rows():
     rng = np.random.default_rng(0)
     rows = moving_block_indices(103, 10, rng)
@@ -257,7 +240,8 @@ def test_noise_correlation_time_of_known_operators():
     A 5-point central difference [1, -8, 0, 8, -1] has rho_1 = -16/130 < 0: tau = 1."""
     from scipy import sparse
 
-    from dynid.symbolic.noise import derivative_correlation_time, operator_correlation_time
+    from dynid.symbolic.autocorrelation import operator_correlation_time
+    from dynid.symbolic.derivatives import derivative_correlation_time
 
     n = 400
     moving_sum = sparse.diags([1.0, 1.0, 1.0], [0, 1, 2], shape=(n - 2, n))
@@ -289,7 +273,8 @@ def test_select_scores_every_candidate_with_the_given_noise_time():
 def test_folds_judge_a_term_on_the_rows_where_it_acts():
     """y = a + 2 b + s + noise with s nonzero only in rows 200-400, which the first fold's
     held-out blocks miss: one split rarely sees s pay off; pooled folds keep it every time."""
-    from dynid.symbolic.selection import n_folds, select_folds
+    from dynid.symbolic.folds import n_folds
+    from dynid.symbolic.selection import select_folds
 
     n = 2000
     folds = [train_validation_split([n], blocks=3, fold=j) for j in range(n_folds(0.2))]

@@ -6,8 +6,9 @@ from scipy.integrate import solve_ivp
 
 import dynid
 from dynid.data.dataset import Trial
-from dynid.symbolic.identify import SymbolicOptions, identify
+from dynid.symbolic.identify import identify
 from dynid.symbolic.library import Term, TermSet, parse_library_spec
+from dynid.symbolic.options import SymbolicParams
 from dynid.symbolic.shooting import _library_function, _Problem, _Segments, predicted_decrease, refine_by_shooting
 
 # Lotka-Volterra over poly2 in (x0, x1): names 1, x0, x1, x0**2, x0*x1, x1**2.
@@ -148,7 +149,7 @@ def test_nothing_to_refine_returns_none():
 
 
 def _lv_error(x, t, shooting):
-    found = identify(dynid.Dataset.from_arrays(x, t=t), SymbolicOptions(ensemble=0, shooting=shooting))
+    found = identify(dynid.Dataset.from_arrays(x, t=t), SymbolicParams(ensemble=0, shooting=shooting))
     names = [name.replace(" ", "") for name in found.termset.names]
     coefficients = np.zeros_like(LV_TRUE)
     for j, name in enumerate(LV_TERMS.names):
@@ -177,8 +178,8 @@ def test_bootstrap_intervals_are_centred_on_the_refined_coefficients():
     t = np.linspace(0, 20, 150)
     _, x = _record(_lv, [10.0, 5.0], t, 0.01, seed=21)
     data = dynid.Dataset.from_arrays(x, t=t)
-    shot = identify(data, SymbolicOptions(ensemble=10, seed=0))
-    plain = identify(data, SymbolicOptions(ensemble=10, seed=0, shooting=False))
+    shot = identify(data, SymbolicParams(ensemble=10), seed=0)
+    plain = identify(data, SymbolicParams(ensemble=10, shooting=False), seed=0)
     assert shot.termset.names == plain.termset.names
     for i, (a, b) in enumerate(zip(shot.equations, plain.equations)):
         moved = shot.coefficients[i] - plain.coefficients[i]
@@ -220,7 +221,7 @@ def test_identify_adds_a_weak_term_that_the_trajectories_show():
     t = np.linspace(0, 8, 150)
     for seed in range(3):
         _, x = _record(rotation, [2.0, 0.0], t, 0.05, seed=30 + seed)
-        found = identify(dynid.Dataset.from_arrays(x, t=t), SymbolicOptions(ensemble=0))
+        found = identify(dynid.Dataset.from_arrays(x, t=t), SymbolicParams(ensemble=0))
         names = [name.replace(" ", "") for name in found.termset.names]
         terms = [{names[j]: c for j, c in enumerate(row) if c} for row in found.coefficients]
         assert set(terms[0]) == {"x0", "x1"} and set(terms[1]) == {"x0", "x1"}

@@ -7,15 +7,16 @@ import itertools
 import numpy as np
 import pytest
 
-from dynid.errors import DataError, UsageError
+from dynid.errors import DataError
+from dynid.symbolic.cache import CACHE
 from dynid.symbolic.solvers import (
     RegressionProblem,
-    best_subset,
-    best_subsets,
+    describe_subset_search,
+    iter_best_subsets,
     lstsq_on_support,
     sr3,
     stlsq,
-    support_path,
+    stlsq_path,
 )
 
 TRUE_COLUMNS = [2, 7, 11, 19, 26]
@@ -40,9 +41,22 @@ def rss(theta, y, columns):
     return residual @ residual
 
 
+def best_subsets(theta, y, max_k, **limits):
+    """(best subset of each size 1..max_k, the search's one-line description) for theta, y."""
+    problem = RegressionProblem.from_data(theta, y)
+    found = list(iter_best_subsets(problem, max_k, **limits))
+    return found, describe_subset_search(problem.p, all(f.exact for f in found), **limits)
+
+
+def best_subset(theta, y, k):
+    """The (p,) bool support of the best k-subset."""
+    return best_subsets(theta, y, k)[0][k - 1].support
+
+
 def half_smallest_true_term(theta, y, xi):
     """A threshold between noise and the smallest true term, in normalised units (module doc)."""
-    w = RegressionProblem.from_data(theta, y).to_normalised(xi)
+    problem = RegressionProblem.from_data(theta, y)
+    w = xi * problem.col_norm / problem.y_norm
     return 0.5 * np.abs(w[xi != 0]).min()
 
 
@@ -68,14 +82,14 @@ def test_best_subset_matches_brute_force(seed):
     # Even seeds: pure noise, where nothing prunes easily; odd: a sparse signal.
     y = rng.standard_normal(n) if seed % 2 == 0 else theta[:, :4] @ rng.standard_normal(4)
     y = y + 0.1 * rng.standard_normal(n)
-    search = best_subsets(theta, y, 5)
-    assert search.exact and search.method == "exact branch and bound"
+    found, method = best_subsets(theta, y, 5)
+    assert all(f.exact for f in found) and method == "exact branch and bound"
     for k in range(1, 6):
         brute = min(rss(theta, y, c) for c in itertools.combinations(range(p), k))
-        support = search.supports[k - 1]
+        support = found[k - 1].support
         assert support.sum() == k
         assert rss(theta, y, support) == pytest.approx(brute, rel=1e-9)
-        assert search.rss[k - 1] * (y @ y) == pytest.approx(brute, rel=1e-6)
+        assert found[k - 1].rss * (y @ y) == pytest.approx(brute, rel=1e-6)
     brute3 = min(rss(theta, y, c) for c in itertools.combinations(range(p), 3))
     assert rss(theta, y, best_subset(theta, y, 3)) == pytest.approx(brute3, rel=1e-9)
 
@@ -84,17 +98,17 @@ def test_best_subset_falls_back_to_a_labelled_beam_search_for_large_libraries():
     rng = np.random.default_rng(3)
     theta = rng.standard_normal((300, 50))
     y = theta[:, [4, 20, 33]] @ [1.0, -2.0, 3.0] + 0.1 * rng.standard_normal(300)
-    search = best_subsets(theta, y, 4)
-    assert not search.exact and "heuristic" in search.method
-    np.testing.assert_array_equal(np.flatnonzero(search.supports[2]), [4, 20, 33])
+    found, method = best_subsets(theta, y, 4)
+    assert not any(f.exact for f in found) and "heuristic" in method
+    np.testing.assert_array_equal(np.flatnonzero(found[2].support), [4, 20, 33])
 
 
 def test_node_budget_is_reported_not_silently_exact():
     theta, y, _ = correlated_problem(0, rho=0.95)
     y = y + theta @ np.random.default_rng(0).standard_normal(30)  # dense: hard to prune
-    search = best_subsets(theta, y, 12, max_nodes=20)
-    assert not search.exact and "budget" in search.method
-    assert [s.sum() for s in search.supports] == list(range(1, 13))  # still one subset per size
+    found, method = best_subsets(theta, y, 12, max_nodes=20)
+    assert not all(f.exact for f in found) and "budget" in method
+    assert [f.support.sum() for f in found] == list(range(1, 13))  # still one subset per size
 
 
 def test_thresholds_are_scale_free():
@@ -129,12 +143,11 @@ def test_stlsq_threshold_extremes():
     assert not stlsq(theta, y, 10.0).any()  # above every normalised coefficient: nothing left
 
 
-def test_support_path_is_sorted_unique_and_contains_the_truth():
+def test_stlsq_path_spans_every_model_size_and_contains_the_truth():
     theta, y, xi = correlated_problem(7)
-    path = support_path(theta, y, max_terms=6)
-    sizes = [int(s.sum()) for s in path]
-    assert sizes == sorted(sizes) and sizes[0] == 1 and sizes[-1] == 30
-    assert len({s.tobytes() for s in path}) == len(path)
+    path = stlsq_path(RegressionProblem.from_data(theta, y))
+    sizes = {int(s.sum()) for s in path}
+    assert max(sizes) == 30 and min(sizes) <= 1
     assert any(np.array_equal(s, xi != 0) for s in path)
 
 
@@ -160,30 +173,45 @@ def test_bad_input_raises_dynid_errors():
     bad[3, 2] = np.nan
     with pytest.raises(DataError):
         sr3(bad, y, 0.1)
-    with pytest.raises(UsageError):
-        best_subset(theta, y, 31)
 
 
 def test_remembered_searches_resume_with_the_same_answers(monkeypatch):
     """A search asked for again (more sizes, or the same ones) continues where it stopped and
     returns what a fresh search would; its supports cannot be modified by a caller."""
-    from dynid.symbolic import solvers
-    from dynid.symbolic.solvers import iter_best_subsets
-
     rng = np.random.default_rng(11)
     theta = rng.standard_normal((200, 14))
     y = theta[:, [1, 4, 9]] @ [1.0, -2.0, 0.5] + 0.1 * rng.standard_normal(200)
     problem = RegressionProblem.from_data(theta, y)
-    monkeypatch.setattr(solvers, "SEARCH_MEMORY", 0)
+    monkeypatch.setitem(CACHE.limits, "search", 0)
     fresh = [(found.support.copy(), found.rss) for found in iter_best_subsets(problem, 6)]
-    monkeypatch.setattr(solvers, "SEARCH_MEMORY", 8)
-    solvers._SEARCHES.clear()
+    monkeypatch.setitem(CACHE.limits, "search", 8)
+    CACHE.clear()
     first = list(iter_best_subsets(problem, 3))
     again = list(iter_best_subsets(RegressionProblem.from_data(theta, y), 6))
-    assert len(solvers._SEARCHES) == 1 and again[:3] == first
+    assert CACHE.size("search") == 1 and again[:3] == first
     for (support, rss), found in zip(fresh, again, strict=True):
         np.testing.assert_array_equal(found.support, support)
         assert found.rss == rss
     with pytest.raises(ValueError):
         again[0].support[0] = True
     np.testing.assert_array_equal(np.flatnonzero(again[2].support), [1, 4, 9])
+
+
+def test_bounded_cache_drops_the_least_recently_used_entry_of_a_kind():
+    from dynid.symbolic.cache import BoundedCache
+
+    cache = BoundedCache({"a": 2, "b": 1})
+    made = []
+
+    def make(value):
+        made.append(value)
+        return value
+
+    cache.get("a", 1, lambda: make(1))
+    cache.get("a", 2, lambda: make(2))
+    assert cache.get("a", 1, lambda: make(-1)) == 1  # a hit: 1 is now the most recent
+    cache.get("b", 9, lambda: make(9))  # another kind has its own bound
+    cache.get("a", 3, lambda: make(3))  # over the bound of "a": 2 goes
+    assert made == [1, 2, 9, 3] and cache.size("a") == 2 and cache.size("b") == 1
+    assert cache.get("a", 1, lambda: make(-1)) == 1
+    assert cache.get("a", 2, lambda: make(20)) == 20 and made[-1] == 20

@@ -9,49 +9,15 @@ back without executing anything) and the bootstrap inclusion probabilities and i
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any
 
 import numpy as np
 
 from dynid.data.dataset import Dataset
 from dynid.errors import DataError
-from dynid.models.base import Capabilities, Hyperparameters, expect_array, param
+from dynid.models.base import Capabilities, expect_array
 from dynid.models.equations import EquationBackend
-
-DERIVATIVES = ("auto", "finite_difference", "savgol", "spectral", "tv", "spline", "weak")
-
-
-@dataclass(frozen=True)
-class SymbolicParams(Hyperparameters):
-    library: str = param("auto", "term library: auto (a sweep of poly1..3, trig, saturating Hill shapes, exp/log, v*exp(v), v*log(v), chosen per equation on held-out data) or a spec like poly3+trig, poly2*trig, trigdiff, rational, saturating, explog, xexplog")
-    terms: str = param("", "extra user terms, comma-separated expressions in the variable names, e.g. 'sin(x-y), x/(1+x**2)'")
-    derivative: str = param("auto", "auto (from the estimated noise), finite_difference, savgol, spectral, tv, spline, or weak (integral form)")
-    criterion: Literal["aicc", "bic"] = param("aicc", "information criterion on held-out rows that picks terms and library")
-    max_terms: int | None = param(None, "most terms per equation (none: no cap)")
-    ensemble: int = param(20, "bootstrap models for inclusion probabilities and intervals (0: none)")
-    discrete: bool = param(False, "discrete-time map x[k+1] = f(x[k], u[k]) instead of an ODE")
-    refine: bool = param(True, "refine constants inside nonlinear terms (x/(c+x)) by nonlinear least squares")
-    shooting: bool = param(True, "noisy continuous-time data: refit coefficients and constants to simulated trajectories (multiple shooting) and add terms their likelihood supports")
-    jobs: int = param(1, "worker processes for the per-equation sweeps (0: one per CPU); results do not depend on it")
-
-    def __post_init__(self) -> None:
-        if self.derivative not in DERIVATIVES:
-            raise ValueError(f"derivative must be one of {', '.join(DERIVATIVES)}")
-        if self.jobs < 0:
-            raise ValueError("jobs must be >= 0")
-        if self.ensemble < 0:
-            raise ValueError("ensemble must be >= 0")
-        if self.max_terms is not None and self.max_terms < 1:
-            raise ValueError("max_terms must be >= 1")
-        if self.library != "auto":
-            from dynid.errors import UsageError
-            from dynid.symbolic.library import parse_library_spec
-
-            try:
-                parse_library_spec(self.library)
-            except UsageError as exc:
-                raise ValueError(f"library: {exc}") from None
+from dynid.symbolic.options import SymbolicParams
 
 
 class Symbolic(EquationBackend):
@@ -71,10 +37,9 @@ class Symbolic(EquationBackend):
     params: SymbolicParams
 
     def _fit(self, data: Dataset, *, seed: int | None, device: str, progress: Any) -> None:
-        from dynid.symbolic.identify import SymbolicOptions, identify
+        from dynid.symbolic.identify import identify
 
-        options = SymbolicOptions(**self.params.to_dict(), seed=seed)
-        found = identify(data, options)
+        found = identify(data, self.params, seed=seed)
         d, p = found.coefficients.shape
         self.termset_ = found.termset
         self.coefficients_ = found.coefficients

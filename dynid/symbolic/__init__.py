@@ -1,7 +1,16 @@
-"""Symbolic output: identified equations as JSON, text and LaTeX, with sympy-safe symbols.
+"""Governing equations from data (``dynid symbolic``), in parts as pysindy has them.
 
-``equations_result(model)`` gives the ``dynid symbolic`` JSON of a fitted SINDy-type backend;
-``format_text`` / ``format_latex`` render it. sympy is imported on first use, not here.
+``identify`` orchestrates the pipeline (``options.SymbolicParams``): regression ``rows`` over
+the time ``derivatives`` (one module per method) or the ``weak_form``, cross-validation
+``folds``, term ``library`` with user terms and ``profile`` of term families, sparse
+``solvers`` (one module per family), model ``selection``, the per-equation ``choice`` of
+library and terms with constants ``refine``-d, ``shooting`` refinement (``shooting_step``),
+the bootstrap ``ensemble``; ``noise`` and ``autocorrelation`` estimate what the data's noise
+does, ``cache`` keeps compiled functions and subset searches.
+
+Exported here, the output: ``equations_result(model)`` gives the ``dynid symbolic`` JSON of a
+fitted SINDy-type backend; ``format_text`` / ``format_latex`` render it. sympy is imported on
+first use, not here.
 """
 
 from dynid.symbolic.expressions import (

@@ -1,16 +1,15 @@
 """Uncertainty of a sparse fit by ensembles (E-SINDy, Fasel, Kutz, Brunton & Brunton 2022).
 
-`bagging` refits on bootstrap resamples of the rows, `library_bagging` on random subsets of the
-library terms; both run a caller's fit — typically the whole model selection — on every resample
-and summarise how often each term is kept and how its coefficient varies. With
+`bagging` refits on bootstrap resamples of the rows: it runs a caller's fit — typically the
+whole model selection — on every resample and summarises how often each term is kept and how
+its coefficient varies. With
 `dynid.symbolic.selection.select`, score each bag on its out-of-bag rows::
 
     bagging(theta, y, lambda t, y, t_oob, y_oob:
             select(t, y, theta_val=t_oob, y_val=y_oob).best.coef, out_of_bag=True, rng=0)
 
-Scored on in-bag rows instead, where duplicated rows count as independent evidence, 40 bags of
-the noisy test problem (tests/test_symbolic_selection.py) kept one spurious term in 78 % of the
-bags instead of 8 %, and took five times longer.
+Scored on in-bag rows instead, duplicated rows count as independent evidence, and spurious terms
+are kept far more often (measured: benchmarks/README.md, "Symbolic design experiments").
 """
 
 from __future__ import annotations
@@ -23,8 +22,6 @@ import numpy as np
 from dynid.errors import UsageError
 from dynid.symbolic.solvers import RegressionProblem, as_regression
 
-Fit = Callable[[np.ndarray, np.ndarray], np.ndarray]
-
 
 @dataclass(frozen=True, eq=False)
 class EnsembleResult:
@@ -35,8 +32,7 @@ class EnsembleResult:
     ``interval`` percentiles of the coefficient over those models, a model that dropped the
     term counting as 0 (the selection is part of the estimator, so its uncertainty is too); all
     three are 0 for a term no model kept. Units: those of the coefficients ``fit`` returns.
-    ``coefs`` (n_models, p): every model's coefficients (NaN where a term was not offered, in
-    library bagging); ``block``: rows per bootstrap block (None for library bagging).
+    ``coefs`` (n_models, p): every model's coefficients; ``block``: rows per bootstrap block.
     """
 
     inclusion_probability: np.ndarray
@@ -90,38 +86,6 @@ def bagging(
             held_out = [theta[unused], y[unused]]
         coefs[model] = _run(fit, theta[rows], y[rows], *held_out)
     return _summarise(coefs, interval, block)
-
-
-def library_bagging(
-    theta: np.ndarray,
-    y: np.ndarray,
-    fit: Fit,
-    *,
-    n_models: int = 50,
-    keep: float = 0.8,
-    rng: np.random.Generator | int | None,
-    interval: tuple[float, float] = (2.5, 97.5),
-) -> EnsembleResult:
-    """Library-bagging ensemble: run ``fit`` on random subsets of the library terms.
-
-    Every model offers ``fit`` a random ``keep`` fraction of the p columns of ``theta`` (n, p)
-    (at least one), all rows of ``y`` (n,); a term's statistics count only the models it was
-    offered to. Terms that are kept whether or not their correlated neighbours are offered are
-    robust; terms that only stand in for another one drop out. A model not offered a strong true
-    term misfits, and may then drop weak true terms too, so read the inclusion probabilities as a
-    ranking rather than as calibrated probabilities. ``rng`` is a Generator or a seed.
-    """
-    theta, y = _check(theta, y, n_models)
-    if not 0 < keep <= 1:
-        raise UsageError(f"library bagging keep fraction {keep}: must be in (0, 1]")
-    p = theta.shape[1]
-    n_keep = max(1, int(round(keep * p)))
-    rng = np.random.default_rng(rng)
-    coefs = np.full((n_models, p), np.nan)
-    for model in range(n_models):
-        columns = np.sort(rng.choice(p, size=n_keep, replace=False))
-        coefs[model, columns] = _run(fit, theta[:, columns], y)
-    return _summarise(coefs, interval, None)
 
 
 def default_block_length(theta: np.ndarray, y: np.ndarray) -> int:

@@ -19,9 +19,12 @@ from __future__ import annotations
 import keyword
 import re
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
+
+if TYPE_CHECKING:
+    import sympy
 
 _TRIG = re.compile(r"^(sin|cos)\((\d+) (\w+)\)$")
 _FACTOR = re.compile(r"^(\w+)(?:\^(\d+))?$")
@@ -74,7 +77,7 @@ def assign_symbols(
     return symbols[: len(variables)], symbols[len(variables) :]
 
 
-def feature_expression(feature: str, coordinates: Mapping[str, str]) -> Any:
+def feature_expression(feature: str, coordinates: Mapping[str, str]) -> sympy.Expr:
     """The sympy expression of one library term named in pysindy's notation.
 
     feature: "1", "x0", "x0^2 x1" (a monomial: space-separated factors, "^p" powers),
@@ -83,7 +86,7 @@ def feature_expression(feature: str, coordinates: Mapping[str, str]) -> Any:
     """
     import sympy
 
-    def symbol(token: str) -> Any:
+    def symbol(token: str) -> sympy.Symbol:
         if token not in coordinates:
             raise ValueError(f"library term {feature!r} uses unknown coordinate {token!r}")
         return sympy.Symbol(coordinates[token])

@@ -15,15 +15,20 @@ from __future__ import annotations
 import operator
 import re
 from abc import ABC, abstractmethod
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from functools import reduce
 from itertools import combinations, combinations_with_replacement, groupby
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from dynid.errors import DataError, UsageError
+from dynid.symbolic.cache import CACHE
 from dynid.symbolic.user_terms import coordinate_names, parse_coordinate_expression
+
+if TYPE_CHECKING:
+    import sympy
 
 KINDS = ("polynomial", "trig", "rational", "exp", "log", "custom", "product")
 RATIONAL_KINDS = ("michaelis_menten", "hill", "repression")
@@ -476,9 +481,6 @@ def _library_part(part: str, text: str) -> Library:
 
 SPEC_FORMAT = "dynid.symbolic.termset/1"
 
-# (expression, constant names, n_states, n_inputs, derivative variable) -> compiled term.
-_COMPILED: dict[tuple[Any, ...], tuple[list[str], Any]] = {}
-
 
 @dataclass
 class TermSet:
@@ -493,7 +495,7 @@ class TermSet:
     terms: list[Term]
     n_states: int
     n_inputs: int = 0
-    _cache: dict[Any, Any] = field(default_factory=dict, init=False, repr=False, compare=False)
+    _cache: dict[tuple[str, int], sympy.Expr] = field(default_factory=dict, init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         self.terms = list(self.terms)
@@ -527,7 +529,7 @@ class TermSet:
     def __len__(self) -> int:
         return len(self.terms)
 
-    def symbolic(self, index: int) -> Any:
+    def symbolic(self, index: int) -> sympy.Expr:
         """Term ``index`` as a sympy expression (cached)."""
         key = ("sympy", index)
         if key not in self._cache:
@@ -575,15 +577,16 @@ class TermSet:
                 out[:, j] = function(*(values[a] for a in arguments))
         return out
 
-    def _compiled(self, index: int, wrt: str | None) -> tuple[list[str], Any]:
+    def _compiled(self, index: int, wrt: str | None) -> tuple[list[str], Callable[..., np.ndarray]]:
         """(argument names, numpy function) of term ``index`` or of its derivative by ``wrt``.
 
-        Compiled functions are shared by every TermSet through ``_COMPILED``: the libraries of a
-        sweep repeat the same terms, and lambdify costs milliseconds per term.
+        Compiled functions are shared by every TermSet through ``cache.CACHE``: the libraries of
+        a sweep repeat the same terms, and lambdify costs milliseconds per term.
         """
         term = self.terms[index]
         key = (term.expr, tuple(term.constant_names), self.n_states, self.n_inputs, wrt)
-        if key not in _COMPILED:
+
+        def compile_term() -> tuple[list[str], Callable[..., np.ndarray]]:
             import sympy
 
             expression = self.symbolic(index)
@@ -591,10 +594,11 @@ class TermSet:
                 expression = sympy.diff(expression, sympy.Symbol(wrt))
             symbols = sorted(expression.free_symbols, key=lambda s: s.name)
             function = sympy.lambdify(symbols, expression, modules="numpy")
-            _COMPILED[key] = ([s.name for s in symbols], function)
-        return _COMPILED[key]
+            return [s.name for s in symbols], function
 
-    def _namespace(self, x, u, constants) -> tuple[int, dict[str, Any]]:
+        return CACHE.get("term", key, compile_term)
+
+    def _namespace(self, x, u, constants) -> tuple[int, dict[str, np.ndarray | float]]:
         """(n, {coordinate name: (n,) samples, constant name: value})."""
         x = np.asarray(x, dtype=float)
         x = x[:, None] if x.ndim == 1 else x

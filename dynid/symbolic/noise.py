@@ -17,20 +17,14 @@ Bias. The detail of a smooth signal is about ``h**k * |x^(k)| / sqrt(binom(2k, k
 dense sampling (many samples per radian of the signal's fastest frequency) it is far below any
 realistic noise level and the estimate is unbiased. For coarse sampling (fewer than ~3 samples
 per radian: ``omega * h`` near 1) signal energy leaks into the detail and the estimate is
-biased upwards; it is then an upper bound on the noise (noise-free Lorenz-63 reads as 1e-8 of
-its spread at dt = 0.01, 2e-6 at dt = 0.02 and 0.1-0.2% at dt = 0.05, ~4 samples per radian). Taking the smallest estimate over the
+biased upwards; it is then an upper bound on the noise. Taking the smallest estimate over the
 orders ``k = 2..8`` adapts the order to the signal (high orders for dense sampling, low orders
 when the signal is close to the Nyquist frequency), at the price of a small downward bias of a
 few percent on pure noise (the estimates of different orders are strongly correlated).
-
-Precision (pure noise, 300 draws): mean 0.96 s, spread +-10% at 150 samples; 0.99 s, +-3%
-at 2000 samples.
+Measured bias and precision: benchmarks/README.md, "Symbolic design experiments".
 """
 
 from __future__ import annotations
-
-from collections.abc import Iterable
-from typing import Any
 
 import numpy as np
 
@@ -114,62 +108,3 @@ def noise_to_signal(x: np.ndarray, t: np.ndarray) -> np.ndarray:
     with np.errstate(divide="ignore", invalid="ignore"):
         ratio = noise / spread
     return np.where(spread > 0, ratio, np.where(noise > 0, np.inf, 0.0))
-
-
-# -- how measurement noise reaches the regression targets ---------------------------------------
-# The regression targets are linear (or nearly linear) operators applied to the noisy samples, so
-# their noise is correlated between rows even when the measurement noise is white. Model selection
-# needs that correlation time to count the effective number of independent rows
-# (``selection.select``); it is a property of the operator, the same for every candidate model.
-
-
-def correlation_time(rho: Iterable[float]) -> float:
-    """Integrated autocorrelation time 1 + 2 sum_k rho_k (k >= 1) of a stationary sequence with
-    autocorrelations ``rho`` (lags 1, 2, ...; may be lazy), summed while they stay positive
-    (Sokal's automatic window)."""
-    tau = 1.0
-    for value in rho:
-        if not value > 0:
-            break
-        tau += 2.0 * float(value)
-    return tau
-
-
-def operator_correlation_time(operator: Any) -> float:
-    """Autocorrelation time (rows) of ``operator @ e`` for white noise e.
-
-    operator: (K, n) dense or scipy-sparse, rows ordered in time (e.g. weak-form test functions,
-    block diagonal over trials). The covariance of the output is operator @ operator.T up to the
-    noise variance; rho_k is its k-th diagonal's sum over its main diagonal's.
-    """
-    from scipy import sparse
-
-    gram = sparse.csr_matrix(operator @ operator.T)
-    variance = float(gram.diagonal().sum())
-    if variance <= 0:
-        return 1.0
-    lags = range(1, max(gram.shape[0] // 2, 1))
-    return correlation_time(gram.diagonal(k).sum() / variance for k in lags)
-
-
-def derivative_correlation_time(
-    x: np.ndarray, t: np.ndarray, method: str, options: dict, *, seed: int = 0
-) -> float:
-    """Autocorrelation time (samples) of the error that white measurement noise puts on
-    ``derivatives.differentiate(x, t, method, **options)``.
-
-    The derivative methods that choose their smoothing from the data (or are nonlinear, like
-    TV) have no fixed operator, so the noise's effect is measured: the derivative of x plus
-    white noise at x's estimated level (at least 1e-6 of its spread) minus the derivative of x,
-    with a fixed seed so the answer is repeatable. x: (n, d); t: (n,). Median over columns.
-    """
-    from dynid.symbolic.derivatives import differentiate
-    from dynid.symbolic.selection import autocorrelation_time
-
-    x = _as_2d(x)
-    if x.shape[0] < 7:
-        return 1.0
-    level = np.maximum(estimate_noise(x, t), 1e-6 * np.std(x, axis=0))
-    noise = np.random.default_rng(seed).standard_normal(x.shape) * level
-    response = differentiate(x + noise, t, method, **options) - differentiate(x, t, method, **options)
-    return float(np.median([autocorrelation_time(column) for column in response.T]))

@@ -11,7 +11,6 @@ pole inside the data.
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
 
 import numpy as np
 
@@ -88,6 +87,10 @@ def refine_constants(
     return {**start, **refined}, new
 
 
+# (A (N, k) design at the constants, beta (k,) its least-squares coefficients, residual (N,)).
+_Fit = tuple[np.ndarray, np.ndarray, np.ndarray]
+
+
 class _Projection:
     """The variable-projection problem of one equation: theta -> (A, beta, residual)."""
 
@@ -98,7 +101,7 @@ class _Projection:
         self.positive = np.array(
             [_must_stay_positive(termset, support, c, start[c]) for c in names], dtype=bool
         )
-        self._last: tuple[bytes, Any] | None = None
+        self._last: tuple[bytes, _Fit | None] | None = None
         # A failed evaluation (NaN/inf columns) gets a residual far worse than any real fit.
         self.penalty = np.full(len(y), 1e3 * (1.0 + np.max(np.abs(y))))
 
@@ -114,7 +117,7 @@ class _Projection:
         columns = self.termset.evaluate(self.x, self.u, values, self.support)
         return columns if self.transform is None else self.transform(columns)
 
-    def solve(self, values: dict[str, float]) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:
+    def solve(self, values: dict[str, float]) -> _Fit | None:
         """(A, beta, residual) at these constants, or None where A is not finite."""
         a = self.design(values)
         if not np.all(np.isfinite(a)):
@@ -122,7 +125,7 @@ class _Projection:
         beta = np.linalg.lstsq(a, self.y, rcond=None)[0]
         return a, beta, a @ beta - self.y
 
-    def _cached(self, theta: np.ndarray):
+    def _cached(self, theta: np.ndarray) -> _Fit | None:
         # least_squares asks for the residual and then the Jacobian at the same point.
         key = theta.tobytes()
         if self._last is None or self._last[0] != key:

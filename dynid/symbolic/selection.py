@@ -22,8 +22,8 @@ the targets were made passes it (``identify`` propagates white noise through the
 the weak-form operator); otherwise it is estimated from the held-out residuals of the best model.
 tau must be the same for every model that is compared: residuals of a model that lacks a term
 are smooth (large tau, few effective rows) while an over-fitted one leaves whiter residuals, so a
-per-model tau would scale the criteria differently and reward the wrong model (seen: a 10-term
-trig model beating the true 3-term one whose held-out error was 5x smaller).
+per-model tau would scale the criteria differently and reward the wrong model (an example is
+recorded in benchmarks/README.md, "Symbolic design experiments").
 """
 
 from __future__ import annotations
@@ -34,7 +34,7 @@ from typing import Literal
 import numpy as np
 
 from dynid.errors import DataError, UsageError
-from dynid.symbolic.noise import correlation_time
+from dynid.symbolic.autocorrelation import autocorrelation_time
 from dynid.symbolic.solvers import (
     MAX_EXACT_P,
     MAX_NODES,
@@ -135,8 +135,7 @@ def select(
 
     Pass held-out rows. On training rows the criterion is biased towards extra terms, because the
     best-subset search has already picked, among all the noise columns, the ones that happen to
-    fit best: on y = 2 true terms + noise with 12 columns and 300 rows, training-row AICc chose
-    the wrong model for 31 of 40 noise draws (BIC 6), held-out AICc for 1 (BIC 0).
+    fit best (measured: benchmarks/README.md, "Symbolic design experiments").
     """
     if criterion not in ("aicc", "bic"):
         raise UsageError(f"criterion {criterion!r}: expected 'aicc' or 'bic'")
@@ -207,11 +206,10 @@ def select_folds(
 
     The evidence is counted as one fold's held-out rows (mean held-out rows per fold / ``tau``):
     the K estimates come from training sets that overlap by (K - 2) / (K - 1) and from the same
-    search, so they are not K independent tests. Counting every row (K times the evidence) was
-    measured: at 5000 samples the small systematic gains of spurious terms (errors in the
-    variables of the weak form, finite-difference error) became "significant": structure
-    recovery on the benchmark's 5000-sample records was 72%, against 89% with one fold's count
-    (and 80% with a single split).
+    search, so they are not K independent tests. Counting every row (K times the evidence) makes
+    the small systematic gains of spurious terms on long records (errors in the variables of the
+    weak form, finite-difference error) "significant" (measured: benchmarks/README.md,
+    "Symbolic design experiments").
 
     The returned ``best`` is the first fold's best subset of the chosen size, with the pooled
     held-out error and criterion; ``all`` / ``pareto`` list one such model per size.
@@ -258,24 +256,6 @@ def select_folds(
         scored_on=f"{len(folds)}-fold blocked cross-validation",
         subset_search=first.subset_search,
     )
-
-
-def autocorrelation_time(residual: np.ndarray, blocks: np.ndarray | None = None) -> float:
-    """Integrated autocorrelation time (>= 1) of ``residual`` (m,), pooled over contiguous
-    ``blocks`` (labels, (m,)): 1 + 2 sum_k rho_k, summed while rho_k stays positive (Sokal's
-    automatic window: stop at the first lag where the estimate is no longer positive)."""
-    r = np.asarray(residual, dtype=float)
-    labels = np.zeros(r.size, dtype=int) if blocks is None else np.asarray(blocks)
-    pieces = [r[labels == b] - r[labels == b].mean() for b in np.unique(labels)]
-    variance = sum(float(p @ p) for p in pieces)
-    if variance <= 0:
-        return 1.0
-    longest = max(p.size for p in pieces)
-    rho = (
-        sum(float(p[:-lag] @ p[lag:]) for p in pieces if p.size > lag) / variance
-        for lag in range(1, longest // 2)
-    )
-    return correlation_time(rho)
 
 
 def pareto_front(candidates: list[Candidate]) -> list[Candidate]:
@@ -344,58 +324,3 @@ class _Scorer:
                 information_criterion(max(mse, self.mse_floor), n, k, self.criterion)
             ),
         )
-
-
-def train_validation_split(
-    n_rows_per_trial: list[int], fraction: float = 0.2, *, blocks: int = 1, gap: int = 0, fold: int = 0
-) -> tuple[np.ndarray, np.ndarray]:
-    """Boolean (N,) masks (train, validation) over the stacked rows of all trials, N = sum(n).
-
-    Rows of a time series are autocorrelated, so held-out rows are contiguous blocks, never
-    random rows (random rows would sit between training rows and validate almost nothing). Each
-    trial is cut into ``blocks`` equal consecutive segments (default 1: the whole trial) and the
-    last ``fraction`` of every segment is held out; ``blocks > 1`` interleaves training and
-    held-out blocks so both cover the whole trajectory. ``gap`` rows on each side of a held-out
-    block belong to neither set, so that derivative stencils or integration windows spanning the
-    boundary do not leak training noise into the validation rows. In fold 0 every segment keeps
-    at least one training row.
-
-    ``fold`` j (0 <= j < 1 / fraction) holds out the j-th piece of that size counted from each
-    segment's end instead, so folds 0, 1, ... hold out every row once, but for a remainder of
-    fewer than 1 / fraction rows per segment (blocked cross-validation).
-    """
-    if not 0 < fraction < 1:
-        raise UsageError(f"validation fraction {fraction}: must be between 0 and 1")
-    if blocks < 1 or gap < 0:
-        raise UsageError("validation split: blocks must be >= 1 and gap >= 0")
-    if not 0 <= fold < n_folds(fraction):
-        raise UsageError(f"validation fold {fold}: must be between 0 and {n_folds(fraction) - 1}")
-    lengths = [int(n) for n in n_rows_per_trial]
-    if any(n < 0 for n in lengths):
-        raise DataError("row counts per trial must be non-negative")
-    train = np.zeros(sum(lengths), dtype=bool)
-    val = np.zeros_like(train)
-    start = 0
-    for n in lengths:
-        edges = np.linspace(start, start + n, blocks + 1).round().astype(int)
-        for lo, hi in zip(edges[:-1], edges[1:], strict=True):
-            held = min(int(round(fraction * (hi - lo))), max(hi - lo - 1, 0))
-            if not held:
-                train[lo:hi] = True
-                continue
-            end = max(hi - fold * held, lo + held)  # a segment too short for this fold: its start
-            begin = end - held
-            val[begin:end] = True
-            train[lo : max(begin - gap, min(lo + 1, begin))] = True
-            train[min(end + gap, hi) : hi] = True
-        start += n
-    # The gap also separates held-out rows from the previous segment's training rows.
-    for offset in range(1, gap + 1):
-        train[offset:] &= ~val[:-offset]
-        train[:-offset] &= ~val[offset:]
-    return train, val
-
-
-def n_folds(fraction: float) -> int:
-    """How many disjoint held-out pieces of ``fraction`` fit in a segment: floor(1 / fraction)."""
-    return max(int(np.floor(1.0 / fraction + 1e-9)), 1)

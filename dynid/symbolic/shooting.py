@@ -34,6 +34,8 @@ from typing import Any
 import numpy as np
 
 from dynid.data.dataset import Trial
+from dynid.symbolic.cache import CACHE
+from dynid.symbolic.library import TermSet
 
 #: Shortest segment (samples): with d free initial values per segment, shorter ones waste data.
 MIN_SEGMENT = 9
@@ -89,7 +91,7 @@ class ShootingFit:
 
 
 def refine_by_shooting(
-    termset: Any,
+    termset: TermSet,
     coefficients: np.ndarray,
     trials: Sequence[Trial],
     noise: np.ndarray,
@@ -155,7 +157,7 @@ def refine_by_shooting(
 
 
 def predicted_decrease(
-    termset: Any,
+    termset: TermSet,
     coefficients: np.ndarray,
     trials: Sequence[Trial],
     noise: np.ndarray,
@@ -222,7 +224,7 @@ class _Setup:
         return cls(problem, segments, length, stride, coefficients, rows, cols, names, start, states, substeps, admissible)
 
 
-def _admissible(termset: Any, names: list[str], start: np.ndarray) -> Callable[[np.ndarray], bool]:
+def _admissible(termset: TermSet, names: list[str], start: np.ndarray) -> Callable[[np.ndarray], bool]:
     """Whether a parameter vector (coefficients, then the constants ``names``) keeps every
     constant on the side of zero it started on and inside its terms' bounds."""
     low, high = np.full(len(names), -np.inf), np.full(len(names), np.inf)
@@ -301,26 +303,18 @@ class _Segments:
         return cls(np.asarray(ts, float), np.asarray(ys, float), np.asarray(us, float) if us else None)
 
 
-# Compiled library functions of recent term sets: a fit and the score test before it, or
-# the candidates of consecutive equations, share one (sympy's diff + lambdify cost ~50 ms).
-_COMPILED: dict[tuple, Callable[..., tuple[np.ndarray, ...]]] = {}
-_COMPILED_KEEP = 8
-
-
-def _library_function(termset: Any, constants: list[str]) -> Callable[..., tuple[np.ndarray, ...]]:
+def _library_function(termset: TermSet, constants: list[str]) -> Callable[..., tuple[np.ndarray, ...]]:
     """f(x (S, d), u (S, m) or None, values (r,) of ``constants``) -> (Theta (S, P),
     d Theta / d x (S, P, d), d Theta / d constants (S, P, r)), compiled once from the terms'
-    sympy forms (common subexpressions shared); other constants keep their term-set values."""
+    sympy forms (common subexpressions shared); other constants keep their term-set values.
+    Compiled functions of recent term sets are kept in ``cache.CACHE``: a fit and the score test
+    before it, or the candidates of consecutive equations, share one."""
     fixed = tuple(sorted((n, v) for n, v in termset.constants.items() if n not in constants))
     key = (tuple(t.expr for t in termset.terms), termset.n_states, termset.n_inputs, tuple(constants), fixed)
-    if key not in _COMPILED:
-        if len(_COMPILED) >= _COMPILED_KEEP:
-            del _COMPILED[next(iter(_COMPILED))]
-        _COMPILED[key] = _compile_library(termset, constants)
-    return _COMPILED[key]
+    return CACHE.get("library", key, lambda: _compile_library(termset, constants))
 
 
-def _compile_library(termset: Any, constants: list[str]) -> Callable[..., tuple[np.ndarray, ...]]:
+def _compile_library(termset: TermSet, constants: list[str]) -> Callable[..., tuple[np.ndarray, ...]]:
     import sympy
 
     from dynid.symbolic.user_terms import coordinate_names

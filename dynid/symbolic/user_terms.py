@@ -15,9 +15,12 @@ from __future__ import annotations
 import ast
 import keyword
 from collections.abc import Iterable, Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING
 
 from dynid.errors import DataError, UsageError
+
+if TYPE_CHECKING:
+    import sympy
 
 #: Allowed function names -> sympy attribute. All take exactly one argument.
 FUNCTIONS = {
@@ -62,7 +65,7 @@ def parse_safe(
     context: str = "--terms",
     error: type[Exception] = UsageError,
     require_variable: bool = True,
-) -> Any:
+) -> sympy.Expr:
     """One expression as a sympy expression, after whitelist validation.
 
     symbols: allowed variable names -> the sympy symbol name each stands for (e.g. {"temp": "x0"}).
@@ -86,7 +89,7 @@ def parse_coordinate_expression(
     constants: Iterable[str] = (),
     *,
     error: type[Exception] = DataError,
-) -> Any:
+) -> sympy.Expr:
     """A term expression over coordinates x0.., u0.. and the given constant names, as sympy.
 
     Constant expressions such as "1" are allowed here (a library's constant term).
@@ -256,12 +259,12 @@ def _to_sympy(
     context: str,
     error: type[Exception],
     require_variable: bool,
-) -> Any:
+) -> sympy.Expr:
     """Evaluate already-validated ``source`` with sympy in a namespace of whitelisted names only."""
     import sympy
     from sympy.parsing.sympy_parser import auto_number, parse_expr
 
-    local_dict: dict[str, Any] = {name: getattr(sympy, attr) for name, attr in FUNCTIONS.items()}
+    local_dict: dict[str, object] = {name: getattr(sympy, attr) for name, attr in FUNCTIONS.items()}
     local_dict.update({name: getattr(sympy, attr) for name, attr in NAMED_NUMBERS.items()})
     local_dict.update({name: sympy.Symbol(symbol, real=True) for name, symbol in symbols.items()})
     # An explicit empty __builtins__ stops eval from inserting the real builtins; auto_number

@@ -1,0 +1,59 @@
+"""One bounded cache for the work the symbolic pipeline repeats on identical inputs.
+
+Three kinds of entries, each kept least-recently-used up to its own bound (``LIMITS``):
+
+- ``"term"``: a term's numpy function (and its derivatives by constants), ``library.TermSet``:
+  the libraries of a sweep repeat the same terms, and ``sympy.lambdify`` costs milliseconds each;
+- ``"library"``: a whole term set's function with its Jacobians (``shooting``): a fit and the
+  score test before it, or the candidates of consecutive equations, share one (sympy's diff and
+  lambdify cost ~50 ms);
+- ``"search"``: resumable best-subset searches (``solvers.best_subsets``): model selection asks
+  for the same library on the same rows again, and the exact search is the expensive part.
+
+Every entry is a pure function of its key, so what the cache holds changes the time a fit takes,
+never its result. Forked sweep workers each continue with a copy.
+"""
+
+from __future__ import annotations
+
+from collections import OrderedDict
+from collections.abc import Callable, Hashable
+from typing import TypeVar, cast
+
+Value = TypeVar("Value")
+
+# Entries kept per kind: compiled terms are small and a sweep over many variables has hundreds;
+# library functions and searches hold larger state.
+LIMITS = {"term": 4096, "library": 8, "search": 64}
+
+
+class BoundedCache:
+    """Least-recently-used entries under a bound per kind (``limits``: {kind: most entries})."""
+
+    def __init__(self, limits: dict[str, int]) -> None:
+        self.limits = dict(limits)
+        self._entries: dict[str, OrderedDict[Hashable, object]] = {kind: OrderedDict() for kind in limits}
+
+    def get(self, kind: str, key: Hashable, make: Callable[[], Value]) -> Value:
+        """The entry of ``kind`` for ``key``, made by ``make()`` when absent (then kept, and the
+        least recently used entries of that kind dropped beyond its bound)."""
+        entries = self._entries[kind]
+        if key in entries:
+            entries.move_to_end(key)
+            return cast(Value, entries[key])
+        value = make()
+        entries[key] = value
+        while len(entries) > self.limits[kind]:
+            entries.popitem(last=False)
+        return value
+
+    def size(self, kind: str) -> int:
+        """How many entries of ``kind`` are held."""
+        return len(self._entries[kind])
+
+    def clear(self) -> None:
+        for entries in self._entries.values():
+            entries.clear()
+
+
+CACHE = BoundedCache(LIMITS)
