@@ -7,6 +7,7 @@ The delimiter and decimal mark are sniffed from the first lines unless forced (`
 from __future__ import annotations
 
 import codecs
+import datetime
 import csv
 import gzip
 import io
@@ -74,6 +75,7 @@ def read_delimited(
         sep = _sniff_sep(lines, default_sep, name)
         if sep != default_sep:
             notes.append(f"{name}: columns separated by {SEPARATOR_NAMES[sep]} (sniffed; force with --sep)")
+    _check_widths(lines, sep, name)
     if decimal is None:
         decimal = "," if sep == ";" and _has_decimal_commas(lines[1:], sep) else "."
         if decimal == ",":
@@ -141,6 +143,17 @@ def _sniff_sep(lines: list[str], default_sep: str, name: str) -> str:
     return default_sep
 
 
+def _check_widths(lines: list[str], sep: str, name: str) -> None:
+    """Rows wider than the header would shift columns (pandas makes the extra ones an index)."""
+    header_width = len(_fields(lines[0], sep))
+    widest = max((len(_fields(line, sep)) for line in lines[1:]), default=0)
+    if widest > header_width:
+        raise DataError(
+            f"{name}: rows have up to {widest} fields separated by {SEPARATOR_NAMES[sep]}, "
+            f"the header {header_width}; fix the file or give --sep"
+        )
+
+
 def _has_decimal_commas(rows: list[str], sep: str) -> bool:
     return any(_DECIMAL_COMMA.match(field.strip()) for line in rows for field in _fields(line, sep))
 
@@ -163,7 +176,14 @@ def _parse(source: str | io.BytesIO, name: str, fmt: Format):  # type: ignore[no
             if isinstance(source, io.BytesIO):
                 source.seek(0)
     try:
-        return pd.read_csv(source, sep=fmt.sep, decimal=fmt.decimal, encoding=fmt.encoding, engine="c", index_col=False)
+        return pd.read_csv(
+            source,
+            sep=fmt.sep,
+            decimal=fmt.decimal,
+            encoding=fmt.encoding,
+            engine="c",
+            index_col=False,
+        )
     except pd.errors.EmptyDataError:
         raise DataError(f"{name}: empty file") from None
     except (pd.errors.ParserError, UnicodeDecodeError, OSError, EOFError, ValueError) as exc:
@@ -196,7 +216,8 @@ def _to_table(frame, name: str) -> Table:  # type: ignore[no-untyped-def]
         if pd.api.types.is_numeric_dtype(series) and not pd.api.types.is_bool_dtype(series):
             columns[column_name] = series.to_numpy(dtype=float, na_value=np.nan)
             continue
-        values = series.to_numpy(dtype=object)
+        # pyarrow reads date-only ISO-8601 as datetime.date objects; parse them as text.
+        values = np.array([v.isoformat() if isinstance(v, datetime.date) else v for v in series], dtype=object)
         try:
             parsed = parse_iso_datetimes(values)
         except DataError as exc:
