@@ -6,6 +6,7 @@ hands the command one bundle per group (``data: DataOptions``, ``run: RunOptions
 is imported for ``dynid --help``.
 """
 
+import csv
 import functools
 import inspect
 from dataclasses import dataclass, fields
@@ -14,6 +15,7 @@ from typing import Annotated, Any, Callable, Optional
 import typer
 
 from dynid.cli.output import Output
+from dynid.errors import UsageError
 
 DATA_PANEL = "Data options"
 RUN_PANEL = "Run options"
@@ -37,7 +39,6 @@ class DataOptions:
     def load(self, specs: list[str], *, nan_default: str = "split", out: Optional[Output] = None):  # type: ignore[no-untyped-def]
         """Read every spec with these options into one Dataset (trials of all files)."""
         from dynid.data import combine, load
-        from dynid.errors import UsageError
 
         if specs.count("-") > 1:
             raise UsageError("stdin ('-') can be read only once")
@@ -74,13 +75,9 @@ def split_names(text: Optional[str]) -> Optional[list[str]]:
     (``'"flow, l/s",pressure'``); None stays None."""
     if text is None:
         return None
-    import csv
-
     try:
         fields = next(csv.reader([text], skipinitialspace=True, strict=True), [])
     except csv.Error:
-        from dynid.errors import UsageError
-
         raise UsageError(f"cannot split {text!r} into names (unbalanced quotes?)") from None
     return [field.strip() for field in fields if field.strip()]
 
@@ -106,7 +103,7 @@ _GROUPS: dict[str, tuple[type, list[inspect.Parameter]]] = {
         [
             _option(Optional[str], None, "--columns", help='State variables, comma-separated; quote names with commas: \'"flow, l/s",p\' (default: every numeric column that is not time, trial or input).', panel=DATA_PANEL),
             _option(Optional[str], None, "--time-column", help="Time column, numeric or ISO-8601 date-times (seconds since the first sample); a unit in the header may be left out (default: 't' or 'time', any unit, else the one date-time column, else sample index x --dt).", panel=DATA_PANEL),
-            _option(Optional[float], None, "--dt", help="Sampling interval when there is no time column [default: 1].", panel=DATA_PANEL),
+            _option(Optional[float], None, "--dt", help="Sampling interval when there is no time column [default: the file's dt attribute, else 1].", panel=DATA_PANEL),
             _option(Optional[str], None, "--inputs", help="Exogenous input / control columns, comma-separated (quoted like --columns).", panel=DATA_PANEL),
             _option(Optional[str], None, "--trial-column", help="Column whose values group rows into independent trials.", panel=DATA_PANEL),
             _option(Optional[str], None, "--nan", help="Missing values: split (cut into NaN-free segments), error, drop, interpolate [default: split].", panel=DATA_PANEL),

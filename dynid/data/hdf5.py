@@ -16,7 +16,7 @@ import numpy as np
 
 from dynid.data.pandas_hdf5 import is_pandas_group, read_pandas_group
 from dynid.data.table import Table
-from dynid.data.times import AUTO_TIME_NAMES, is_time_name, parse_iso_datetimes
+from dynid.data.times import AUTO_TIME_NAMES, is_time_name, parse_iso_datetimes, split_unit
 from dynid.errors import DataError
 
 
@@ -101,7 +101,7 @@ def _matrix_trial(path: str, dataset, parent, wanted: set[str] | None) -> Table:
     names = _names(dataset.attrs.get("columns"), [f"x{i}" for i in range(dataset.shape[1])])
     if len(names) != dataset.shape[1]:
         raise DataError(f"{where}: attribute 'columns' names {len(names)} columns, data has {dataset.shape[1]}")
-    keep = [i for i, name in enumerate(names) if wanted is None or name in wanted or is_time_name(name)]
+    keep = [i for i, name in enumerate(names) if wanted is None or _is_wanted(name, wanted)]
     # h5py reads a column selection (increasing indices) without loading the rest.
     values = np.asarray(dataset[:, keep] if len(keep) < len(names) else dataset[()], dtype=float)
     columns = {names[i]: values[:, k] for k, i in enumerate(keep)}
@@ -119,6 +119,11 @@ def _matrix_trial(path: str, dataset, parent, wanted: set[str] | None) -> Table:
                 utc = frozenset([time_name] if aware else [])
                 break
     return _with_time_attrs(Table(columns=columns, label=where, utc=utc), dataset, parent)
+
+
+def _is_wanted(name: str, wanted: set[str]) -> bool:
+    """Named (with or without its unit), or a time column, which --columns never names."""
+    return name in wanted or split_unit(name)[0] in wanted or is_time_name(name)
 
 
 def _columns_trial(path: str, group, vectors: list) -> Table:  # type: ignore[type-arg]

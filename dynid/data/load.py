@@ -114,19 +114,8 @@ def _resolve_roles(
 ) -> _Roles:
     available = list(table.columns)
 
-    def find(name: str, option: str) -> str:
-        if name in table.columns:
-            return name
-        by_base = [c for c in available if split_unit(c)[0] == name]
-        if len(by_base) == 1:
-            return by_base[0]
-        if name in table.unreadable:
-            raise DataError(
-                f"{source}: column {name!r} holds Python objects (pandas fixed format), which "
-                "dynid does not unpickle; save with to_hdf(..., format='table')"
-            )
-        shown = ", ".join(available[:20]) + (" ..." if len(available) > 20 else "")
-        raise DataError(f"{source}: {option} {name!r} is not a column; columns are: {shown}")
+    def find(name: str, option: str, exact: bool = False) -> str:
+        return _find(table, source, name, option, exact)
 
     def require(name: str, option: str) -> str:
         name = find(name, option)
@@ -136,8 +125,8 @@ def _resolve_roles(
         return name
 
     if trial_column is not None and trial_column not in table.columns:
-        find(trial_column, "--trial-column")  # the error names the columns
-    time = _find_time(table, source, time_column, find, notes)
+        find(trial_column, "--trial-column", exact=True)  # the error names the columns
+    time = _find_time(table, source, time_column)
     input_names = [require(name, "--inputs") for name in (inputs or [])]
     if columns is not None:
         if not columns:
@@ -150,8 +139,8 @@ def _resolve_roles(
         ignored += list(table.unreadable)
         if ignored:
             notes.append(f"{source}: non-numeric column(s) ignored: {', '.join(map(repr, ignored))}")
-    if table.index is not None and table.index != time:
-        notes.append(f"{source}: pandas index column {table.index!r} dropped")
+        if table.index is not None and table.index != time:
+            notes.append(f"{source}: pandas index column {table.index!r} dropped")
     overlap = set(states) & ({time} | set(input_names))
     if overlap:
         raise UsageError(f"column {sorted(overlap)[0]!r} is given two roles (state and time/input)")
@@ -162,11 +151,28 @@ def _resolve_roles(
     return _Roles(time, states, input_names)
 
 
-def _find_time(table: Table, source: str, time_column: str | None, find, notes: list[str]) -> str | None:  # type: ignore[no-untyped-def]
+def _find(table: Table, source: str, name: str, option: str, exact: bool = False) -> str:
+    """The column ``name``; unless ``exact``, also the one column whose header is ``name (unit)``."""
+    if name in table.columns:
+        return name
+    by_base = [c for c in table.columns if split_unit(c)[0] == name]
+    if len(by_base) == 1 and not exact:
+        return by_base[0]
+    if name in table.unreadable:
+        raise DataError(
+            f"{source}: column {name!r} holds Python objects (pandas fixed format), which "
+            "dynid does not unpickle; save with to_hdf(..., format='table')"
+        )
+    available = list(table.columns)
+    shown = ", ".join(available[:20]) + (" ..." if len(available) > 20 else "")
+    raise DataError(f"{source}: {option} {name!r} is not a column; columns are: {shown}")
+
+
+def _find_time(table: Table, source: str, time_column: str | None) -> str | None:
     """The time column: the one named, a ``t``/``time`` column (any unit), else the single
     date-time column (or the one with a time-like name among several)."""
     if time_column is not None:
-        name = find(time_column, "--time-column")
+        name = _find(table, source, time_column, "--time-column")
         if table.kind(name) == "other":
             raise DataError(f"{source}: time column {name!r} is neither numeric nor ISO-8601 date-times")
         return name

@@ -53,7 +53,7 @@ def _fixed_format(where: str, group, series: bool):  # type: ignore[no-untyped-d
         index_node = group["index"]
     else:
         if int(group.attrs.get("ndim", 2)) != 2 or "axis1" not in group:
-            raise DataError(f"{where}: pandas layout not supported (only 2-D DataFrames)")
+            raise DataError(f"{where}: pandas layout not read (a MultiIndex?); save with reset_index()")
         order = [_text(n) for n in group["axis0"][()]]
         parts = [
             ([_text(n) for n in group[f"block{k}_items"][()]], group[f"block{k}_values"])
@@ -84,6 +84,8 @@ def _table_format(where: str, group):  # type: ignore[no-untyped-def]
     """The same as ``_fixed_format`` for a table-format group."""
     if "table" not in group:
         raise DataError(f"{where}: pandas table format without a 'table' dataset")
+    if int(group.attrs.get("levels", 1)) != 1:
+        raise DataError(f"{where}: pandas layout not read (a MultiIndex); save with reset_index()")
     node = group["table"]
     rows = node[()]
     attrs = node.attrs

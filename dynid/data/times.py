@@ -45,7 +45,9 @@ def parse_iso_datetimes(values: np.ndarray) -> tuple[np.ndarray, bool] | None:
     import pandas as pd
 
     present = [v for v in values if isinstance(v, str) and v.strip()]
-    if not present or len(present) + _count_missing(values) != len(values):
+    if not present or not _ISO.match(present[0].strip()):  # most text columns stop here
+        return None
+    if len(present) + _count_missing(values) != len(values):
         return None
     matches = [_ISO.match(v.strip()) for v in present]
     if not all(matches):
