@@ -4,6 +4,7 @@ Every file is built the way users build it (pandas, h5py, Excel's bytes), and re
 the frame it came from: names, values, times and the notes that say what was interpreted.
 """
 
+import io
 import json
 import warnings
 
@@ -62,6 +63,10 @@ def test_semicolon_and_decimal_comma_are_sniffed(tmp_path):
     assert data.dt == pytest.approx(DT, rel=1e-12)
     np.testing.assert_array_equal(data.trials[0].x, _values(frame))
     assert "semicolon" in _notes(data) and "decimal comma" in _notes(data)
+    gzipped = tmp_path / "d.csv.gz"
+    frame.to_csv(gzipped, sep=";", decimal=",", index=False)
+    piped = load("-", stdin=io.BytesIO(path.read_bytes()))
+    assert load(str(gzipped)).fingerprint() == piped.fingerprint() == data.fingerprint()
 
 
 def test_excel_csv_with_bom_crlf_and_cp1252(tmp_path):

@@ -11,6 +11,7 @@ strings, which ``_pickled_strings`` reads as text without executing anything.
 from __future__ import annotations
 
 import re
+from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -24,29 +25,48 @@ def is_pandas_group(group) -> bool:  # type: ignore[no-untyped-def]
     return _text(group.attrs.get("pandas_type")) in ("frame", "frame_table", "series")
 
 
+@dataclass
+class _Frame:
+    """What a pandas group holds: columns by name (``utc``: the zoned date-time ones), the
+    columns left unread (pickled objects), and the index with its name."""
+
+    index_name: str
+    index: tuple[np.ndarray, bool]
+    columns: dict[str, np.ndarray] = field(default_factory=dict)
+    utc: set[str] = field(default_factory=set)
+    unreadable: list[str] = field(default_factory=list)
+
+    def add(self, name: str, values: np.ndarray, kind: str, zoned: bool) -> None:
+        self.columns[name], aware = _values(values, kind, zoned)
+        if aware:
+            self.utc.add(name)
+
+    def ordered(self, order: list[str]) -> None:
+        """Put columns (and unread ones) in the frame's own column order."""
+        self.columns = {name: self.columns[name] for name in order if name in self.columns}
+        self.unreadable = [name for name in order if name in self.unreadable]
+
+
 def read_pandas_group(path: str, group) -> Table:  # type: ignore[no-untyped-def]
     """One trial from a pandas group: its columns, and its index as column ``index``
     (or the index's own name) marked as the pandas index."""
     where = f"{path}:{group.name}"
     kind = _text(group.attrs.get("pandas_type"))
-    if kind == "frame_table":
-        columns, unreadable, index, utc = _table_format(where, group)
-    else:
-        columns, unreadable, index, utc = _fixed_format(where, group, series=kind == "series")
-    index_name, (index_values, index_utc) = index
-    if index_name in columns:
-        raise DataError(f"{where}: the pandas index and a column are both named {index_name!r}")
-    columns = {index_name: index_values, **columns}
-    if index_utc:
-        utc.add(index_name)
-    return Table(columns=columns, label=where, index=index_name, unreadable=tuple(unreadable), utc=frozenset(utc))
+    frame = _table_format(where, group) if kind == "frame_table" else _fixed_format(where, group, kind == "series")
+    if frame.index_name in frame.columns:
+        raise DataError(f"{where}: the pandas index and a column are both named {frame.index_name!r}")
+    index_values, index_utc = frame.index
+    utc = frame.utc | ({frame.index_name} if index_utc else set())
+    return Table(
+        columns={frame.index_name: index_values, **frame.columns},
+        label=where,
+        index=frame.index_name,
+        unreadable=tuple(frame.unreadable),
+        utc=frozenset(utc),
+    )
 
 
-_Index = tuple[str, tuple[np.ndarray, bool]]
-
-
-def _fixed_format(where: str, group, series: bool):  # type: ignore[no-untyped-def]
-    """(columns, unreadable names, (index name, (values, utc)), utc column names) of a fixed-format group."""
+def _fixed_format(where: str, group, series: bool) -> _Frame:  # type: ignore[no-untyped-def]
     if series:
         name = _text(group.attrs.get("name"))
         parts = [([name if name and name != "N." else "values"], group["values"])]
@@ -54,62 +74,53 @@ def _fixed_format(where: str, group, series: bool):  # type: ignore[no-untyped-d
     else:
         if int(group.attrs.get("ndim", 2)) != 2 or "axis1" not in group:
             raise DataError(f"{where}: pandas layout not read (a MultiIndex?); save with reset_index()")
-        order = [_text(n) for n in group["axis0"][()]]
         parts = [
             ([_text(n) for n in group[f"block{k}_items"][()]], group[f"block{k}_values"])
             for k in range(int(group.attrs["nblocks"]))
         ]
         index_node = group["axis1"]
-    columns: dict[str, np.ndarray] = {}
-    unreadable: list[str] = []
-    utc: set[str] = set()
+    frame = _Frame(
+        index_name=_index_name(index_node.attrs.get("name")),
+        index=_values(index_node[()], _text(index_node.attrs.get("kind")), "tz" in index_node.attrs),
+    )
     for names, values in parts:
         if values.dtype.kind not in "fiub":  # pickled Python objects (text columns)
-            unreadable.extend(names)
+            frame.unreadable.extend(names)
             continue
-        block = values[()].reshape(values.shape[0], -1) if values.ndim == 1 else values[()]
+        block = values[()].reshape(values.shape[0], -1)
         kind = _text(values.attrs.get("value_type"))
         for j, name in enumerate(names):
-            columns[name], aware = _values(block[:, j], kind, "tz" in values.attrs)
-            if aware:
-                utc.add(name)
+            frame.add(name, block[:, j], kind, "tz" in values.attrs)
     if not series:
-        columns = {name: columns[name] for name in order if name in columns}
-        unreadable = [name for name in order if name in unreadable]
-    index_values = _values(index_node[()], _text(index_node.attrs.get("kind")), "tz" in index_node.attrs)
-    return columns, unreadable, (_index_name(index_node.attrs.get("name")), index_values), utc
+        frame.ordered([_text(n) for n in group["axis0"][()]])
+    return frame
 
 
-def _table_format(where: str, group):  # type: ignore[no-untyped-def]
-    """The same as ``_fixed_format`` for a table-format group."""
+def _table_format(where: str, group) -> _Frame:  # type: ignore[no-untyped-def]
     if "table" not in group:
         raise DataError(f"{where}: pandas table format without a 'table' dataset")
     if int(group.attrs.get("levels", 1)) != 1:
         raise DataError(f"{where}: pandas layout not read (a MultiIndex); save with reset_index()")
-    node = group["table"]
-    rows = node[()]
-    attrs = node.attrs
-    zoned = _zoned_fields(group.attrs.get("info"), rows.dtype.names, where)
-    columns: dict[str, np.ndarray] = {}
-    utc: set[str] = set()
-    index: _Index | None = None
-    for field in rows.dtype.names:
-        data = rows[field]
-        kind = _text(attrs.get(f"{field}_dtype")) or _text(attrs.get(f"{field}_kind"))
-        if field == "index":
-            index = ("index", _values(data, _text(attrs.get("index_kind")), "index" in zoned))
-            continue
-        names = _pickled_strings(attrs[f"{field}_kind"], where) if f"{field}_kind" in attrs else [field]
-        block = data.reshape(data.shape[0], -1)
-        for j, name in enumerate(names):
-            columns[name], aware = _values(block[:, j], kind, field in zoned)
-            if aware:
-                utc.add(name)
-    if index is None:
+    rows = group["table"][()]
+    attrs = group["table"].attrs
+    if "index" not in rows.dtype.names:
         raise DataError(f"{where}: pandas table format without an index")
-    order = _pickled_strings(group.attrs["non_index_axes"], where) if "non_index_axes" in group.attrs else list(columns)
-    index_name = _index_name(_info_index_name(group.attrs.get("info", b""), where))
-    return {name: columns[name] for name in order if name in columns}, [], (index_name, index[1]), utc
+    zoned = _zoned_fields(group.attrs.get("info"), rows.dtype.names, where)
+    frame = _Frame(
+        index_name=_index_name(_info_index_name(group.attrs.get("info"), where)),
+        index=_values(rows["index"], _text(attrs.get("index_kind")), "index" in zoned),
+    )
+    for name in rows.dtype.names:
+        if name == "index":
+            continue
+        block = rows[name].reshape(rows.shape[0], -1)
+        # values_block_K fields hold several columns, named in a pickled list; data columns one.
+        names = _pickled_strings(attrs[f"{name}_kind"], where) if f"{name}_kind" in attrs else [name]
+        for j, column in enumerate(names):
+            frame.add(column, block[:, j], _text(attrs.get(f"{name}_dtype")), name in zoned)
+    if "non_index_axes" in group.attrs:
+        frame.ordered(_pickled_strings(group.attrs["non_index_axes"], where))
+    return frame
 
 
 def _values(values: np.ndarray, kind: str, zoned: bool) -> tuple[np.ndarray, bool]:
@@ -133,10 +144,10 @@ def _index_name(name) -> str:  # type: ignore[no-untyped-def]
 
 def _info_index_name(info, where: str) -> str | None:  # type: ignore[no-untyped-def]
     """The index name in a table group's pickled ``info`` dict (``index_name`` key), if any."""
-    strings = _pickled_strings(info, where) if info else []
-    if "index_name" in strings:
-        position = strings.index("index_name")
-        return strings[position + 1] if position + 1 < len(strings) else None
+    tokens = _pickle_tokens(info, where) if info is not None else []
+    if "index_name" in tokens:
+        position = tokens.index("index_name")
+        return tokens[position + 1] if position + 1 < len(tokens) else None
     return None
 
 
@@ -154,11 +165,11 @@ _LINE_OPCODES = {"V": 1, "p": 1, "I": 1, "g": 1, "S": 1, "F": 1, "L": 1, "c": 2}
 _BARE_OPCODES = set("(ladstNR.")
 
 
-def _pickled_strings(data, where: str) -> list[str]:  # type: ignore[no-untyped-def]
-    """The unicode strings (``V`` opcodes), in order, of a protocol-0 pickle: read as text,
-    nothing is executed."""
+def _pickle_tokens(data, where: str) -> list[str | None]:  # type: ignore[no-untyped-def]
+    """The unicode strings (``V``) and Nones (``N``), in order, of a protocol-0 pickle: read
+    as text, nothing is executed."""
     raw = bytes(data) if isinstance(data, (bytes, np.bytes_)) else _text(data).encode("latin-1", errors="replace")
-    strings: list[str] = []
+    tokens: list[str | None] = []
     position = 0
     while position < len(raw):
         opcode = chr(raw[position])
@@ -169,10 +180,17 @@ def _pickled_strings(data, where: str) -> list[str]:  # type: ignore[no-untyped-
                 newline = raw.find(b"\n", position)
                 position = len(raw) if newline < 0 else newline + 1
             if opcode == "V":
-                strings.append(raw[start:position].rstrip(b"\n").decode("raw_unicode_escape"))
+                tokens.append(raw[start:position].rstrip(b"\n").decode("raw_unicode_escape"))
+        elif opcode == "N":
+            tokens.append(None)
         elif opcode not in _BARE_OPCODES:
             raise DataError(f"{where}: unreadable pandas metadata (pickle opcode {opcode!r})")
-    return strings
+    return tokens
+
+
+def _pickled_strings(data, where: str) -> list[str]:  # type: ignore[no-untyped-def]
+    """The unicode strings of a protocol-0 pickle (a list of column names), in order."""
+    return [token for token in _pickle_tokens(data, where) if token is not None]
 
 
 def _zoned_fields(info, fields: tuple[str, ...], where: str) -> set[str]:  # type: ignore[no-untyped-def]
