@@ -14,14 +14,7 @@ from dynid.data.dataset import Dataset, Trial, common_step
 from dynid.data.delimited import parse_decimal, parse_sep
 from dynid.data.readers import read_tables
 from dynid.data.table import Table
-from dynid.data.times import (
-    AUTO_TIME_NAMES,
-    DATETIME_TIME_NAMES,
-    is_time_name,
-    iso_origin,
-    seconds_since_first,
-    split_unit,
-)
+from dynid.data.times import AUTO_TIME_NAMES, DATETIME_TIME_NAMES, TimeAxis, is_time_name, split_unit
 from dynid.errors import DataError, UsageError
 
 NanPolicy = Literal["split", "error", "drop", "interpolate", "keep"]
@@ -75,7 +68,7 @@ def load(
     roles = _resolve_roles(tables[0], source, columns, time_column, inputs, trial_column, notes)
     for table in tables:
         _check_same_columns(table, tables[0], source)
-    time = _TimeAxis.of(tables, roles.time, dt, source, notes)
+    time = TimeAxis.of(tables, roles.time, dt, source, notes)
     if trial_column is not None:
         tables = [part for table in tables for part in _split_by_trial(table, trial_column, source)]
     trials: list[Trial] = []
@@ -191,48 +184,6 @@ def _find_time(table: Table, source: str, time_column: str | None) -> str | None
     return datetimes[0] if datetimes else None
 
 
-class _TimeAxis:
-    """How times are made: from a column (date-times become seconds since the first sample),
-    else t0 + index * step with the step of --dt, or of the table's ``dt``/``t0`` attributes,
-    or 1."""
-
-    def __init__(self, column: str | None, step: float | None, unit: str | None, origin: str | None) -> None:
-        self.column, self.step, self.unit, self.origin = column, step, unit, origin
-
-    @classmethod
-    def of(
-        cls, tables: list[Table], column: str | None, dt: float | None, source: str, notes: list[str]
-    ) -> _TimeAxis:
-        first = tables[0]
-        if column is None:
-            from_file = [table.dt for table in tables if table.dt is not None]
-            if dt is not None and any(step != dt for step in from_file):
-                notes.append(f"{source}: --dt {dt:g} overrides the file's dt attribute {from_file[0]:g}")
-            unit = first.time_unit if dt is None and first.dt is not None else None
-            return cls(None, dt, unit, None)
-        if dt is not None:
-            notes.append(f"--dt ignored: times come from column {column!r}")
-        if first.kind(column) != "datetime":
-            return cls(column, None, split_unit(column)[1], None)
-        origin = None
-        for table in tables:
-            seconds, start = seconds_since_first(table.columns[column])
-            table.columns[column] = seconds
-            if origin is None and start is not None:
-                origin = iso_origin(start, column in table.utc)
-        zone = "UTC" if column in first.utc else "no time zone"
-        notes.append(f"{source}: time column {column!r}: date-times ({zone}) as seconds since {origin}")
-        return cls(column, None, "s", origin)
-
-    def times(self, table: Table) -> np.ndarray:
-        """(n,) times of ``table``'s rows."""
-        if self.column is not None:
-            return np.asarray(table.columns[self.column], dtype=float)
-        if self.step is None and table.dt is not None:
-            return (table.t0 or 0.0) + np.arange(table.n_rows, dtype=float) * table.dt
-        return np.arange(table.n_rows, dtype=float) * (self.step or 1.0)
-
-
 def _split_by_trial(table: Table, trial_column: str, source: str) -> list[Table]:
     labels = table.columns[trial_column]
     if table.kind(trial_column) == "number" and np.isnan(labels.astype(float)).any():
@@ -260,7 +211,7 @@ def _check_same_columns(table: Table, first: Table, source: str) -> None:
 def _table_trials(
     table: Table,
     roles: _Roles,
-    time: _TimeAxis,
+    time: TimeAxis,
     nan: NanPolicy,
     source: str,
     index: int,

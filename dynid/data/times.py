@@ -1,11 +1,14 @@
-"""Time columns: ISO-8601 date-times, headers that carry a unit (``time (s)``), seconds since start."""
+"""Time: ISO-8601 date-times, headers that carry a unit (``time (s)``), seconds since the first
+sample, and the time axis of a dataset (a column, --dt, or HDF5 ``dt``/``t0`` attributes)."""
 
 from __future__ import annotations
 
 import re
+from dataclasses import dataclass
 
 import numpy as np
 
+from dynid.data.table import Table
 from dynid.errors import DataError
 
 AUTO_TIME_NAMES = ("t", "time")
@@ -92,3 +95,50 @@ def iso_origin(origin: np.datetime64, utc: bool) -> str:
     """The ISO-8601 text of a first sample, to the second or finer: ``Z`` when zoned (UTC)."""
     text = np.datetime_as_string(origin, unit="ns").rstrip("0").rstrip(".")
     return text + "Z" if utc else text
+
+
+@dataclass(frozen=True)
+class TimeAxis:
+    """How a dataset's times are made: from ``column`` (date-times become seconds since the
+    first sample, ``origin``), else t0 + index * step with ``step`` (--dt), or with each table's
+    ``dt``/``t0`` attributes, or 1. ``unit``: the time unit when the file says it."""
+
+    column: str | None
+    step: float | None
+    unit: str | None
+    origin: str | None
+
+    @classmethod
+    def of(
+        cls, tables: list[Table], column: str | None, dt: float | None, source: str, notes: list[str]
+    ) -> TimeAxis:
+        """The time axis of ``tables`` with time column ``column`` (None: none) and --dt ``dt``;
+        converts a date-time column in place to seconds and says so in ``notes``."""
+        first = tables[0]
+        if column is None:
+            from_file = [table.dt for table in tables if table.dt is not None]
+            if dt is not None and any(step != dt for step in from_file):
+                notes.append(f"{source}: --dt {dt:g} overrides the file's dt attribute {from_file[0]:g}")
+            unit = first.time_unit if dt is None and first.dt is not None else None
+            return cls(None, dt, unit, None)
+        if dt is not None:
+            notes.append(f"--dt ignored: times come from column {column!r}")
+        if first.kind(column) != "datetime":
+            return cls(column, None, split_unit(column)[1], None)
+        origin = None
+        for table in tables:
+            seconds, start = seconds_since_first(table.columns[column])
+            table.columns[column] = seconds
+            if origin is None and start is not None:
+                origin = iso_origin(start, column in table.utc)
+        zone = "UTC" if column in first.utc else "no time zone"
+        notes.append(f"{source}: time column {column!r}: date-times ({zone}) as seconds since {origin}")
+        return cls(column, None, "s", origin)
+
+    def times(self, table: Table) -> np.ndarray:
+        """(n,) times of ``table``'s rows (a date-time column already converted by ``of``)."""
+        if self.column is not None:
+            return np.asarray(table.columns[self.column], dtype=float)
+        if self.step is None and table.dt is not None:
+            return (table.t0 or 0.0) + np.arange(table.n_rows, dtype=float) * table.dt
+        return np.arange(table.n_rows, dtype=float) * (self.step or 1.0)
