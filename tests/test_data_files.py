@@ -124,6 +124,14 @@ def test_forced_sep_and_decimal(tmp_path):
         load(str(path), decimal=";")
 
 
+def test_decimal_commas_and_points_together_are_not_guessed(tmp_path):
+    path = tmp_path / "d.csv"
+    path.write_text("x;y\n1,5;2.5\n2,5;3.5\n")
+    with pytest.raises(DataError, match="give --decimal"):
+        load(str(path))
+    assert load(str(path), decimal=",").variables == ("x",)  # forced: "2.5" is then text, named in a note
+
+
 def test_header_of_one_column_above_delimited_rows_is_an_error(tmp_path):
     path = tmp_path / "d.csv"
     path.write_text("t x y\n0;1;2\n1;2;3\n2;3;4\n")

@@ -26,6 +26,7 @@ SEPARATOR_NAMES = {",": "comma", ";": "semicolon", "\t": "tab", "|": "pipe", WHI
 _SNIFF_BYTES = 1 << 16
 _SNIFF_LINES = 50
 _DECIMAL_COMMA = re.compile(r"^[+-]?\d*,\d+(?:[eE][+-]?\d+)?$")
+_DECIMAL_POINT = re.compile(r"^[+-]?\d*\.\d+(?:[eE][+-]?\d+)?$")
 # pandas' name for the empty header that ``DataFrame.to_csv()`` writes above its index.
 _PANDAS_UNNAMED = re.compile(r"^Unnamed: 0$|^$")
 
@@ -77,7 +78,7 @@ def read_delimited(
             notes.append(f"{name}: columns separated by {SEPARATOR_NAMES[sep]} (sniffed; force with --sep)")
     _check_widths(lines, sep, name)
     if decimal is None:
-        decimal = "," if sep == ";" and _has_decimal_commas(lines[1:], sep) else "."
+        decimal = _sniff_decimal(lines[1:], sep, name)
         if decimal == ",":
             notes.append(f"{name}: decimal comma (sniffed; force with --decimal)")
     frame = _parse(source, name, Format(sep, decimal, encoding))
@@ -154,8 +155,15 @@ def _check_widths(lines: list[str], sep: str, name: str) -> None:
         )
 
 
-def _has_decimal_commas(rows: list[str], sep: str) -> bool:
-    return any(_DECIMAL_COMMA.match(field.strip()) for line in rows for field in _fields(line, sep))
+def _sniff_decimal(rows: list[str], sep: str, name: str) -> str:
+    """``,`` when ``;``-separated rows hold numbers with decimal commas (and none with points)."""
+    if sep != ";":
+        return "."
+    fields = [field.strip() for line in rows for field in _fields(line, sep)]
+    commas = any(_DECIMAL_COMMA.match(field) for field in fields)
+    if commas and any(_DECIMAL_POINT.match(field) for field in fields):
+        raise DataError(f"{name}: numbers with decimal commas and with decimal points; give --decimal")
+    return "," if commas else "."
 
 
 def _parse(source: str | io.BytesIO, name: str, fmt: Format):  # type: ignore[no-untyped-def]
