@@ -33,6 +33,10 @@ def fit(
 
     if out.json_mode and output == "-":
         raise UsageError("--json and -o - both want stdout; write the model to a file")
+    if output == "-":
+        from dynid.atomic import refuse_binary_terminal
+
+        refuse_binary_terminal()  # before the fit, not after it
     backend = registry.get(model)
     hyper = backend.Params.parse(param or [])
     dataset = data.load(data_files, nan_default="keep" if backend.capabilities.nan else "split", out=out)

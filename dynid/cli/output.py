@@ -44,15 +44,16 @@ class Output:
 
     def emit_json(self, document: Any) -> None:
         """Write ``document`` as the one JSON document on stdout."""
+        from dynid.atomic import write_stdout
         from dynid.jsonable import jsonable
 
-        sys.stdout.write(_json.dumps(jsonable(document), indent=2, allow_nan=False) + "\n")
-        sys.stdout.flush()
+        write_stdout(_json.dumps(jsonable(document), indent=2, allow_nan=False) + "\n")
 
     def emit_text(self, text: str) -> None:
         """Write ``text`` (data or a human-readable result) to stdout."""
-        sys.stdout.write(text if text.endswith("\n") else text + "\n")
-        sys.stdout.flush()
+        from dynid.atomic import write_stdout
+
+        write_stdout(text if text.endswith("\n") else text + "\n")
 
     def emit_catalogue(self, entries: list[dict[str, Any]]) -> None:
         """A list of methods (``name``, ``summary``, ``hyperparameters`` as from

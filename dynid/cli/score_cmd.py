@@ -34,12 +34,23 @@ def score(
     if out.json_mode:
         out.emit_json(result)
         return
+    # ">=": some rollouts were still valid at the horizon, so the mean is a lower bound.
+    bound = ">= " if result["valid_prediction_time_censored"] else ""
     lines = [
         f"rollouts: {result['starts']} x {result['horizon']} steps (dt {result['dt']:g})",
-        f"rmse:     {result['rmse']:.6g}",
-        f"nrmse:    {result['nrmse']:.6g}",
-        f"valid prediction time: {result['valid_prediction_time']:.6g}",
+        f"rmse:     {_number(result['rmse'])}",
+        f"nrmse:    {_number(result['nrmse'])}",
+        f"valid prediction time: {bound}{result['valid_prediction_time']:.6g}",
     ]
     if lyapunov is not None:
-        lines.append(f"valid prediction time (Lyapunov times): {result['valid_prediction_time_lyapunov']:.4g}")
+        lines.append(f"valid prediction time (Lyapunov times): {bound}{result['valid_prediction_time_lyapunov']:.4g}")
+    if result["diverged_rollouts"]:
+        lines.append(
+            f"diverged: {result['diverged_rollouts']} of {result['starts']} rollouts "
+            f"(first at step {result['first_divergence_step']}); errors are undefined"
+        )
     out.emit_text("\n".join(lines))
+
+
+def _number(value: Optional[float]) -> str:
+    return "undefined (diverged)" if value is None else f"{value:.6g}"

@@ -1,0 +1,157 @@
+"""No wrong number with exit 0: step mismatches, diverged rollouts, empty fits, closed pipes,
+unwritable outputs - each said plainly with its exit code (issue: real files, honest answers)."""
+
+import json
+import subprocess
+import sys
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from dynid import api
+from dynid.data import Dataset
+from dynid.errors import DataError, Diverged
+from dynid.models.sindy import SINDy, SINDyParams
+
+
+def decay_csv(path, dt=0.01, n=400, jitter=0.0):
+    """x(t) = exp(-t) written by pandas, optionally with jittered (irregular) times."""
+    t = np.arange(n) * dt
+    if jitter:
+        t = t + np.random.default_rng(0).uniform(0, jitter * dt, n)
+    pd.DataFrame({"t": t, "x": np.exp(-t)}).to_csv(path, index=False)
+    return path
+
+
+def fitted_decay(tmp_path, cli):
+    data = decay_csv(tmp_path / "decay.csv")
+    model = tmp_path / "decay.dynid"
+    assert cli("fit", data, "--model", "sindy", "-o", model, "-q").returncode == 0
+    return model
+
+
+def blowing_up_model() -> SINDy:
+    """dx/dt = x^2 (from x0 = 1 it leaves every bound at t = 1): a model of the decay data
+    that diverges within 100 steps of 0.01 from any start with x near 1."""
+    params = SINDyParams(degree=2)
+    coefficients = np.array([[0.0, 0.0, 1.0]])
+    arrays = {"coefficients": coefficients, "feature_names": np.array([b"1", b"x0", b"x0^2"])}
+    return SINDy.restore(params, arrays, variables=("x",), inputs=(), dt=0.01)
+
+
+def test_score_refuses_data_at_another_step(tmp_path, cli):
+    model = fitted_decay(tmp_path, cli)
+    coarse = decay_csv(tmp_path / "coarse.csv", dt=0.05)
+    result = cli("score", model, coarse, "--json")
+    assert result.returncode == 3
+    assert b"0.05 apart" in result.stderr and b"--resample 0.01" in result.stderr
+    assert result.stdout == b""
+
+
+def test_score_refuses_irregular_data(tmp_path, cli):
+    model = fitted_decay(tmp_path, cli)
+    irregular = decay_csv(tmp_path / "irregular.csv", jitter=0.5)
+    result = cli("score", model, irregular)
+    assert result.returncode == 3
+    assert b"irregular" in result.stderr and b"--resample" in result.stderr
+
+
+def test_report_refuses_data_at_another_step_and_writes_nothing(tmp_path, cli):
+    model = fitted_decay(tmp_path, cli)
+    coarse = decay_csv(tmp_path / "coarse.csv", dt=0.05)
+    page = tmp_path / "report.html"
+    result = cli("report", model, "--data", coarse, "-o", page)
+    assert result.returncode == 3
+    assert not page.exists()
+
+
+def test_forecast_of_a_lagged_model_refuses_another_step(tmp_path, cli):
+    x = np.random.default_rng(1).standard_normal((300, 2)).cumsum(axis=0) * 0.1
+    fine = tmp_path / "fine.csv"
+    pd.DataFrame({"t": np.arange(300) * 0.1, "a": x[:, 0], "b": x[:, 1]}).to_csv(fine, index=False)
+    coarse = tmp_path / "coarse.csv"
+    pd.DataFrame({"t": np.arange(300) * 0.3, "a": x[:, 0], "b": x[:, 1]}).to_csv(coarse, index=False)
+    model = tmp_path / "var.dynid"
+    assert cli("fit", fine, "--model", "var", "-p", "order=3", "-o", model, "-q").returncode == 0
+    result = cli("forecast", model, coarse, "--horizon", "5")
+    assert result.returncode == 3
+    assert b"--resample 0.1" in result.stderr
+
+
+def test_score_reports_diverged_rollouts_instead_of_a_number():
+    t = np.arange(400) * 0.01
+    data = Dataset.from_arrays(np.exp(-t)[:, None] + 1.0, t=t, variables=["x"])
+    result = api.score(blowing_up_model(), data, horizon=150, starts=5)
+    assert result["diverged_rollouts"] == 5
+    # x = 1/(1/x0 - t): from x0 in [1.02, 2] the blow-up time lies between 0.5 and 0.98.
+    assert 50 <= result["first_divergence_step"] <= 99
+    assert result["rmse"] is None and result["nrmse"] is None
+    assert result["rmse_per_step"][0] is not None and result["rmse_per_step"][-1] is None
+    json.dumps(result, allow_nan=False)  # the document stays valid JSON
+
+
+def test_forecast_that_diverges_fails_with_the_step():
+    t = np.arange(50) * 0.01
+    data = Dataset.from_arrays(np.ones((50, 1)), t=t, variables=["x"])
+    with pytest.raises(Diverged) as caught:
+        api.forecast(blowing_up_model(), data, horizon=200)
+    # From x0 = 1 the solution 1/(1 - t) leaves the bound just before t = 1, i.e. step 100.
+    assert 95 <= caught.value.step <= 100
+    assert "diverged" in str(caught.value)
+
+
+def test_valid_prediction_time_censored_at_the_horizon(tmp_path, cli):
+    model = fitted_decay(tmp_path, cli)
+    data = decay_csv(tmp_path / "again.csv")
+    doc = json.loads(cli("score", model, data, "--horizon", "20", "--json").stdout)
+    assert doc["valid_prediction_time_censored"] is True
+    assert doc["censored_rollouts"] == doc["starts"]
+    assert doc["diverged_rollouts"] == 0 and doc["rmse"] < 1e-4
+    text = cli("score", model, data, "--horizon", "20").stdout.decode()
+    assert "valid prediction time: >= 0.2" in text
+
+
+def test_fit_with_no_active_terms_exits_1_and_q_silences_library_warnings(tmp_path, cli):
+    data = decay_csv(tmp_path / "decay.csv")
+    out = tmp_path / "empty.dynid"
+    loud = cli("fit", data, "--model", "sindy", "-p", "threshold=1000", "-o", out)
+    assert loud.returncode == 1
+    assert b"kept no terms" in loud.stderr and b"dynid: warning:" in loud.stderr
+    assert not out.exists()
+    quiet = cli("fit", data, "--model", "sindy", "-p", "threshold=1000", "-o", out, "-q")
+    assert quiet.returncode == 1
+    assert quiet.stderr.decode().splitlines() == [
+        line for line in quiet.stderr.decode().splitlines() if line.startswith("dynid: error:")
+    ]
+
+
+def test_unwritable_output_is_a_clear_error(tmp_path, cli):
+    data = decay_csv(tmp_path / "decay.csv")
+    result = cli("fit", data, "--model", "sindy", "-o", "/proc/x.dynid")
+    assert result.returncode == 3
+    lines = result.stderr.decode().strip().splitlines()
+    assert lines == [lines[0]] and "cannot write" in lines[0] and "internal" not in lines[0]
+
+
+def test_a_reader_that_goes_away_is_not_an_error():
+    """`dynid simulate ... | head -1`: exit 0 and nothing on stderr (a real pipe)."""
+    writer = subprocess.Popen(
+        [sys.executable, "-m", "dynid", "simulate", "lorenz", "--n", "100000"],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+    )
+    assert writer.stdout.readline().startswith(b"t,")
+    writer.stdout.close()  # the reader goes away
+    _, err = writer.communicate(timeout=120)
+    assert writer.returncode == 0, err
+    assert err == b""
+
+
+def test_step_check_tolerates_rounded_timestamps_only():
+    model = blowing_up_model()
+    t = np.round(np.arange(100) * 0.01, 6) + 1e-7
+    data = Dataset.from_arrays(np.ones((100, 1)), t=t, variables=["x"])
+    api.check_step(model, data)
+    off = Dataset.from_arrays(np.ones((100, 1)), t=np.arange(100) * 0.0101, variables=["x"])
+    with pytest.raises(DataError):
+        api.check_step(model, off)
