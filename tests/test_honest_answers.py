@@ -155,3 +155,29 @@ def test_step_check_tolerates_rounded_timestamps_only():
     off = Dataset.from_arrays(np.ones((100, 1)), t=np.arange(100) * 0.0101, variables=["x"])
     with pytest.raises(DataError):
         api.check_step(model, off)
+
+
+def test_maps_and_odes_get_their_own_notation_with_chosen_precision(tmp_path, cli):
+    maps = tmp_path / "maps.csv"
+    maps.write_bytes(cli("simulate", "logistic-coupled", "--n", "400").stdout)
+    model = tmp_path / "map.dynid"
+    assert cli("fit", maps, "--model", "sindy", "-p", "discrete=true", "-p", "threshold=0.05",
+               "-o", model, "-q").returncode == 0
+    text = cli("info", model).stdout.decode()
+    assert "x[k+1] = " in text and "y[k+1] = " in text and "/dt" not in text
+    # r_x = 3.8: x[k+1] = 3.8 x - 3.8 x^2, shown to the asked number of digits.
+    assert "x[k+1] = 3.8 x - 3.8 x^2" in cli("info", model, "--precision", "3").stdout.decode()
+    page = tmp_path / "r.html"
+    assert cli("report", model, "-o", page).returncode == 0
+    html = page.read_text()
+    assert "x[k+1] = 3.8 x - 3.8 x^2" in html
+    assert "3.79999999" not in html and "3.80000000" not in html
+
+
+def test_ode_report_says_dx_dt_with_six_digits(tmp_path, cli):
+    model = fitted_decay(tmp_path, cli)
+    page = tmp_path / "r.html"
+    assert cli("report", model, "-o", page).returncode == 0
+    html = page.read_text()
+    assert "dx/dt = -" in html and "x = -" not in html.replace("dx/dt = -", "")
+    assert cli("info", model, "--precision", "0").returncode == 2

@@ -15,6 +15,7 @@ def register(app: typer.Typer) -> None:
 @with_options()
 def info(
     model_path: Annotated[str, typer.Argument(metavar="MODEL", help="A .dynid model file.")],
+    precision: Annotated[int, typer.Option("--precision", help="Significant digits of the coefficients shown in equations.")] = 6,
     *,
     out: Output,
 ) -> None:
@@ -41,7 +42,7 @@ def info(
     for name, value in meta["metrics"].items():
         text = str(value)
         lines.append(f"metric {name}: {text if len(text) <= 160 else text[:160] + ' ... (--json shows all)'}")
-    for eq in meta.get("equations", []):
-        lines.append(f"d{eq['lhs']}/dt = {eq['rhs']}")
+    if equations:
+        lines += loaded.model.equation_lines(precision)
     lines.append("arrays: " + ", ".join(f"{k}{tuple(v)}" for k, v in meta["arrays"].items()))
     out.emit_text("\n".join(lines))

@@ -35,6 +35,12 @@ class EquationBackend(Backend):
     def discrete_(self) -> bool:
         """True for a map x[k+1] = f(x[k], u[k]), False for an ODE."""
 
+    def equation_lines(self, precision: int = 6) -> list[str] | None:
+        """"dx/dt = ..." (ODEs) or "x[k+1] = ..." (maps), then notes on renamed symbols."""
+        from dynid.symbolic import equations_result, format_text
+
+        return format_text(equations_result(self), precision).rstrip("\n").splitlines()
+
     def _simulate(
         self, history: Trial, steps: int, future_inputs: np.ndarray | None
     ) -> np.ndarray:

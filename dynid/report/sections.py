@@ -180,10 +180,8 @@ def _metadata_rows(model: Backend, meta: dict[str, Any]) -> list[tuple[str, Any]
 
 
 def _equations(model: Backend) -> str | None:
-    equations = model.equations()
-    if not equations:
-        return None
-    return _pre("\n".join(f"{lhs} = {rhs}" for lhs, rhs in equations))
+    lines = model.equation_lines()
+    return None if not lines else _pre("\n".join(lines))
 
 
 def _eigenvalues(model: Backend) -> str | None:
