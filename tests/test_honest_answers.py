@@ -181,3 +181,74 @@ def test_ode_report_says_dx_dt_with_six_digits(tmp_path, cli):
     html = page.read_text()
     assert "dx/dt = -" in html and "x = -" not in html.replace("dx/dt = -", "")
     assert cli("info", model, "--precision", "0").returncode == 2
+
+
+@pytest.fixture
+def fast_backends(monkeypatch):
+    """The registry without the slow `symbolic` sweep, so that auto tests take seconds."""
+    from dynid.models import registry
+
+    monkeypatch.setattr(registry, "names", lambda: ["dmd", "var", "sindy"])
+
+
+def lorenz_dataset(n=2000, **irregular):
+    from dynid.systems import simulate
+
+    run = simulate("lorenz", n=n)
+    return Dataset.from_arrays(run.x, t=run.t, variables=list(run.variables))
+
+
+def test_auto_chooses_the_equations_of_lorenz_on_held_out_data(fast_backends):
+    from dynid.selection import fit_auto
+
+    auto = fit_auto(lorenz_dataset(), seed=0)
+    names = [c.model for c in auto.ranking]
+    assert sorted(names) == ["dmd", "sindy", "var"]
+    assert names[0] == "sindy" and auto.result.model.name == "sindy"
+    by_name = {c.model: c for c in auto.ranking}
+    # Exact equations forecast the held-out block; linear models cannot follow the attractor.
+    assert by_name["sindy"].nrmse < 1e-3
+    assert by_name["dmd"].nrmse > 100 * by_name["sindy"].nrmse
+    assert by_name["var"].nrmse > 100 * by_name["sindy"].nrmse
+    assert auto.result.metadata["auto_ranking"][0]["model"] == "sindy"
+    # Refitted on all of the data, not only the training block.
+    assert auto.result.metadata["n_samples"] == 2000
+
+
+def test_auto_needs_uniform_steps_and_says_which_backends_apply(fast_backends):
+    from dynid.models import registry
+    from dynid.selection import applicable, fit_auto
+
+    data = lorenz_dataset()
+    t = data.trials[0].t.copy()
+    keep = np.ones(t.size, dtype=bool)
+    keep[7::13] = False  # irregular: every 13th sample missing
+    irregular = Dataset.from_arrays(data.trials[0].x[keep], t=t[keep], variables=list(data.variables))
+    with pytest.raises(DataError, match="--resample"):
+        fit_auto(irregular, seed=0)
+    assert applicable(registry.get("dmd"), irregular) == "needs uniform time steps"
+    assert applicable(registry.get("sindy"), irregular) is None
+    assert applicable(registry.get("dmd"), data) is None
+
+
+def test_auto_budget_keeps_one_scored_backend(fast_backends):
+    from dynid.selection import fit_auto
+
+    auto = fit_auto(lorenz_dataset(600), max_time=0.0, seed=0)
+    assert [c.status for c in auto.ranking] == ["scored", "skipped", "skipped"]
+    assert auto.ranking[0].model == "dmd"  # the first registered applicable backend
+
+
+def test_fit_auto_on_the_command_line(tmp_path, cli):
+    data = tmp_path / "lin.csv"
+    data.write_bytes(cli("simulate", "linear", "--n", "400").stdout)
+    model = tmp_path / "best.dynid"
+    # The budget lets the cheap backends run and skips the slow symbolic sweep.
+    result = cli("fit", data, "--model", "auto", "--max-time", "0", "-o", model, "--json")
+    assert result.returncode == 0, result.stderr
+    doc = json.loads(result.stdout)
+    assert doc["model"] == doc["ranking"][0]["model"]
+    assert b"held-out ranking" in result.stderr
+    assert cli("info", model).returncode == 0
+    assert cli("fit", data, "--model", "auto", "-p", "rank=2", "-o", model).returncode == 2
+    assert cli("fit", data, "--model", "var", "--max-time", "5", "-o", model).returncode == 2
