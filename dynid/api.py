@@ -8,6 +8,7 @@ parsed as ``-p`` values are, or the backend's dataclass itself.
 
 from __future__ import annotations
 
+import math
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -15,9 +16,9 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from dynid.data.dataset import Dataset
+from dynid.data.dataset import Dataset, Trial
 from dynid.documents import CAUSAL, INFO, SCORE, SYMBOLIC, tagged
-from dynid.errors import DataError, UsageError
+from dynid.errors import DataError, Diverged, UsageError
 from dynid.metrics import valid_prediction_time
 from dynid.models import registry
 from dynid.models.base import Backend, Hyperparameters
@@ -32,6 +33,11 @@ if TYPE_CHECKING:
 Params = Hyperparameters | Mapping[str, object] | Sequence[str] | None
 # Methods ``discover_causal(..., clusters=...)`` works with.
 CLUSTER_METHODS = ("granger",)
+
+
+# Relative difference of two sampling steps still taken as equal: timestamps written with
+# 6-7 significant digits differ by ~1e-6; a real mismatch (0.01 vs 0.011) is far larger.
+STEP_RTOL = 1e-4
 
 
 @dataclass
@@ -91,8 +97,18 @@ def forecast(
     if horizon < 1:
         raise UsageError(f"--horizon {horizon}: must be at least 1")
     _check_variables(model, data)
+    if model.history_length > 1:
+        # The model reads several past samples, spaced by its own step.
+        check_step(model, data)
     history = data.trials[-1]
-    x = model.simulate(history, horizon, future_inputs)
+    x, diverged_at = rollout(model, history, horizon, future_inputs)
+    if diverged_at is not None:
+        raise Diverged(
+            f"the {model.name} forecast diverged at step {diverged_at} of {horizon} "
+            f"(t = {history.t[-1] + model.dt_ * diverged_at:.6g}); nothing written",
+            step=diverged_at,
+            states=x,
+        )
     t = history.t[-1] + model.dt_ * np.arange(1, horizon + 1)
     return Forecast(t=t, x=x, variables=model.variables_)
 
@@ -116,6 +132,7 @@ def score(
     if horizon < 1 or starts < 1:
         raise UsageError("--horizon and --starts must be at least 1")
     _check_variables(model, data)
+    check_step(model, data)  # rollouts are compared with the data sample by sample
     need = model.history_length
     candidates = [
         (k, s)
@@ -130,26 +147,39 @@ def score(
     picks = np.unique(np.linspace(0, len(candidates) - 1, min(starts, len(candidates))).round())
     scale = np.std(data.stacked()[0], axis=0)
     scale = np.where(scale > 0, scale, 1.0)
-    predicted, observed = [], []
+    predicted, observed, divergences = [], [], []
     for index in picks.astype(int):
         k, s = candidates[index]
         trial = data.trials[k]
         future = None if trial.u is None else trial.u[s : s + horizon]
-        predicted.append(model.simulate(trial.slice(0, s), horizon, future))
+        states, diverged_at = rollout(model, trial.slice(0, s), horizon, future)
+        predicted.append(states)
         observed.append(trial.x[s : s + horizon])
+        if diverged_at is not None:
+            divergences.append(diverged_at)
     pred, true = np.stack(predicted), np.stack(observed)
     errors = pred - true
+    # A diverged rollout has no finite error: its summaries are null (JSON), never a number.
     per_step = np.sqrt(np.mean(errors**2, axis=(0, 2)))
-    vpt = valid_prediction_time(pred, true, scale, model.dt_, threshold=vpt_threshold)
+    vpt = valid_prediction_time(pred, true, scale, model.dt_, threshold=vpt_threshold, per_rollout=True)
+    # A rollout still valid at the horizon only says VPT >= horizon * dt: the mean is censored.
+    censored = int(np.sum(vpt >= horizon * model.dt_ * (1 - 1e-12)))
     result: dict[str, Any] = {
         "kind": SCORE,
         "horizon": horizon,
         "starts": len(picks),
-        "rmse": float(np.sqrt(np.mean(errors**2))),
-        "nrmse": float(np.sqrt(np.mean((errors / scale) ** 2))),
+        "rmse": _finite_or_none(np.sqrt(np.mean(errors**2))),
+        "nrmse": _finite_or_none(np.sqrt(np.mean((errors / scale) ** 2))),
         "valid_prediction_time": float(np.mean(vpt)),
-        "rmse_per_variable": dict(zip(model.variables_, np.sqrt(np.mean(errors**2, axis=(0, 1))).tolist())),
-        "rmse_per_step": per_step.tolist(),
+        "valid_prediction_time_censored": censored > 0,
+        "censored_rollouts": censored,
+        "diverged_rollouts": len(divergences),
+        "first_divergence_step": min(divergences) if divergences else None,
+        "rmse_per_variable": {
+            name: _finite_or_none(value)
+            for name, value in zip(model.variables_, np.sqrt(np.mean(errors**2, axis=(0, 1))))
+        },
+        "rmse_per_step": [_finite_or_none(value) for value in per_step],
         "vpt_threshold": vpt_threshold,
         "dt": model.dt_,
     }
@@ -278,6 +308,46 @@ def _one_params(params: Params, options: Mapping[str, object]) -> Params:
             f"give hyperparameters either as params or as keywords ({', '.join(options)}), not both"
         )
     return dict(options) if options else params
+
+
+def rollout(
+    model: Backend, history: Trial, steps: int, future_inputs: np.ndarray | None = None
+) -> tuple[np.ndarray, int | None]:
+    """``model.simulate`` that reports divergence instead of hiding it.
+
+    Returns (steps, d) states, NaN from the first non-finite step on, and that step (1-based),
+    or None when the whole rollout stayed finite.
+    """
+    try:
+        states = np.asarray(model.simulate(history, steps, future_inputs), dtype=float)
+    except Diverged as exc:
+        return exc.states, exc.step
+    bad = ~np.all(np.isfinite(states), axis=1)
+    if not bad.any():
+        return states, None
+    first = int(np.argmax(bad))
+    states = states.copy()
+    states[first:] = np.nan
+    return states, first + 1
+
+
+def check_step(model: Backend, data: Dataset) -> None:
+    """DataError unless ``data`` are sampled uniformly at the model's step ``dt_``."""
+    if data.dt is None:
+        raise DataError(
+            f"{data.source}: the sampling is irregular (or differs between trials) but the "
+            f"{model.name} model steps by dt = {model.dt_:g}; interpolate onto its grid with "
+            f"--resample {model.dt_:g}"
+        )
+    if not math.isclose(data.dt, model.dt_, rel_tol=STEP_RTOL):
+        raise DataError(
+            f"{data.source}: samples are {data.dt:g} apart but the model was fitted at "
+            f"dt = {model.dt_:g}; resample the data with --resample {model.dt_:g}"
+        )
+
+
+def _finite_or_none(value: float) -> float | None:
+    return float(value) if np.isfinite(value) else None
 
 
 def _check_variables(model: Backend, data: Dataset) -> None:

@@ -12,7 +12,7 @@ import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 
-from dynid.errors import DataError
+from dynid.errors import DataError, StdoutClosed, UsageError
 
 
 @contextlib.contextmanager
@@ -25,8 +25,13 @@ def atomic_path(target: str | os.PathLike[str]) -> Iterator[str]:
     directory = Path(".") if to_stdout else Path(target).resolve().parent
     if not directory.is_dir():
         raise DataError(f"{target}: directory {directory} does not exist")
+    if to_stdout:
+        refuse_binary_terminal()
     stem = "stdout" if to_stdout else Path(target).name
-    fd, temp = tempfile.mkstemp(dir=directory, prefix=f".{stem}.", suffix=".tmp")
+    try:
+        fd, temp = tempfile.mkstemp(dir=directory, prefix=f".{stem}.", suffix=".tmp")
+    except OSError as exc:
+        raise DataError(f"{target}: cannot write there ({exc.strerror or exc})") from exc
     os.close(fd)
     try:
         yield temp
@@ -34,16 +39,24 @@ def atomic_path(target: str | os.PathLike[str]) -> Iterator[str]:
             os.fsync(handle.fileno())
         if to_stdout:
             with open(temp, "rb") as handle:
-                sys.stdout.buffer.write(handle.read())
-            sys.stdout.buffer.flush()
+                write_stdout(handle.read())
             os.unlink(temp)
         else:
             os.chmod(temp, _target_mode(target))
-            os.replace(temp, target)
+            try:
+                os.replace(temp, target)
+            except OSError as exc:
+                raise DataError(f"{target}: cannot write there ({exc.strerror or exc})") from exc
     except BaseException:
         with contextlib.suppress(FileNotFoundError):
             os.unlink(temp)
         raise
+
+
+def refuse_binary_terminal() -> None:
+    """UsageError when stdout is a terminal: binary files (HDF5) would garble it."""
+    if sys.stdout.isatty():
+        raise UsageError("-o -: refusing to write a binary file to a terminal; redirect stdout or give a path")
 
 
 def _target_mode(target: str | os.PathLike[str]) -> int:
@@ -59,8 +72,19 @@ def _target_mode(target: str | os.PathLike[str]) -> int:
 def write_text(target: str | os.PathLike[str], text: str) -> None:
     """Write ``text`` (UTF-8) to ``target`` atomically; ``-`` writes to stdout."""
     if str(target) == "-":
-        sys.stdout.write(text)
-        sys.stdout.flush()
+        write_stdout(text)
         return
     with atomic_path(target) as temp, open(temp, "w", encoding="utf-8", newline="") as handle:
         handle.write(text)
+
+
+def write_stdout(data: str | bytes) -> None:
+    """The one place dynid writes to stdout; a closed pipe becomes ``StdoutClosed``."""
+    try:
+        if isinstance(data, bytes):
+            sys.stdout.buffer.write(data)
+        else:
+            sys.stdout.write(data)
+        sys.stdout.flush()
+    except BrokenPipeError as exc:
+        raise StdoutClosed() from exc

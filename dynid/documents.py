@@ -17,6 +17,7 @@ from dynid.jsonable import jsonable
 FIT: Final = "fit"
 FORECAST: Final = "forecast"
 SCORE: Final = "score"
+SCORES: Final = "scores"
 SYMBOLIC: Final = "symbolic"
 CAUSAL: Final = "causal"
 DYNAMIC_STRENGTH: Final = "dynamic-strength"
@@ -32,7 +33,9 @@ SHAPES: Final[dict[str, tuple[str, str]]] = {
     FIT: (
         "dynid fit --json",
         '"model_path", "model", "hyperparameters": {...}, "variables": [...], "inputs": [...], '
-        '"dt", "n_trials", "n_samples", "metrics": {...}, "fit_seconds"',
+        '"dt", "n_trials", "n_samples", "metrics": {...}, "fit_seconds", and with --model auto '
+        '"ranking": [{"model", "status" (scored, failed, skipped), "nrmse", '
+        '"valid_prediction_time", "diverged_rollouts", "fit_seconds", "reason"}] best first',
     ),
     FORECAST: (
         "dynid forecast --json",
@@ -40,9 +43,16 @@ SHAPES: Final[dict[str, tuple[str, str]]] = {
     ),
     SCORE: (
         "dynid score --json",
-        '"horizon", "starts", "rmse", "nrmse", "valid_prediction_time", "rmse_per_variable": {...}, '
-        '"rmse_per_step": [...], "vpt_threshold", "dt", and with --lyapunov '
-        '"valid_prediction_time_lyapunov"',
+        '"model", "backend", "horizon", "starts", "rmse", "nrmse", "valid_prediction_time", '
+        '"valid_prediction_time_censored" (some rollouts still valid at the horizon: VPT is a lower '
+        'bound), "censored_rollouts", "diverged_rollouts", "first_divergence_step", '
+        '"rmse_per_variable": {...}, "rmse_per_step": [...], "vpt_threshold", "dt", and with '
+        '--lyapunov "valid_prediction_time_lyapunov"; errors of diverged rollouts are null',
+    ),
+    SCORES: (
+        "dynid score A.dynid B.dynid ... DATA --json",
+        '"scores": [one score document per model, without its "kind"], best (lowest nrmse, '
+        "diverged last) first",
     ),
     SYMBOLIC: (
         "dynid symbolic --json (or --format json)",

@@ -35,3 +35,24 @@ class ResourceUnavailable(DynidError):
     """A requested resource is missing: no GPU, an optional extra not installed (exit 4)."""
 
     exit_code = 4
+
+
+class StdoutClosed(Exception):
+    """The reader of stdout went away (``dynid ... | head``): not a failure, exit 0.
+
+    Deliberately not an OSError, so that the CLI framework's own EPIPE handling (exit 1) does not
+    claim it; ``dynid.cli.app.main`` turns it into a quiet exit 0.
+    """
+
+
+class Diverged(ComputationError):
+    """A rollout left the finite numbers (or the model's escape bound) at ``step`` (1-based).
+
+    ``states``: (steps, d) the rollout so far, NaN from ``step`` on, for callers that report
+    a diverged rollout rather than fail (``score``).
+    """
+
+    def __init__(self, message: str, step: int, states: "np.ndarray") -> None:  # noqa: F821
+        super().__init__(message)
+        self.step = step
+        self.states = states

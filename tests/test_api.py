@@ -177,7 +177,7 @@ def test_documents_carry_one_known_kind():
     assert list(documents.tagged(documents.SCORE, {"rmse": 1.0})) == ["kind", "rmse"]
     assert documents.listing(documents.MODELS, [{"name": "var"}]) == {"kind": "models", "models": [{"name": "var"}]}
     with pytest.raises(ValueError, match="unknown document kind"):
-        documents.tagged("scores", {})
+        documents.tagged("no-such-kind", {})
     with pytest.raises(ValueError, match="tagged as"):
         documents.tagged(documents.FIT, {"kind": "score"})
     with pytest.raises(ValueError, match="needs a known 'kind'"):

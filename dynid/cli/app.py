@@ -67,11 +67,16 @@ def main(argv: Optional[list[str]] = None) -> int:
     from typer import exceptions as typer_exceptions
     from typer._click import exceptions as click_exceptions
 
+    import warnings
+
     args = sys.argv[1:] if argv is None else argv
     verbose = any(a in ("-v", "--verbose") for a in args)
+    quiet = any(a in ("-q", "--quiet") for a in args)
     command = typer.main.get_command(app)
     try:
-        result = command.main(args=args, prog_name="dynid", standalone_mode=False)
+        with warnings.catch_warnings():
+            warnings.showwarning = _warning_printer(quiet)
+            result = command.main(args=args, prog_name="dynid", standalone_mode=False)
         return result if isinstance(result, int) else 0
     except typer_exceptions.Exit as exc:
         return exc.exit_code
@@ -85,12 +90,14 @@ def main(argv: Optional[list[str]] = None) -> int:
     except (KeyboardInterrupt, typer_exceptions.Abort) as exc:
         _fail("dynid: interrupted", exc, verbose)
         return 130
-    except BrokenPipeError:
-        # The reader went away (e.g. `| head`): not an error of ours.
-        sys.stderr.close()
-        return 0
     except Exception as exc:  # noqa: BLE001 - the one place that maps every failure to a code
-        from dynid.errors import DynidError
+        from dynid.errors import DynidError, StdoutClosed
+
+        if isinstance(exc, (StdoutClosed, BrokenPipeError)):
+            # The reader went away (e.g. `| head`): not an error of ours. Point stdout at
+            # /dev/null so the interpreter's final flush does not fail again.
+            _silence_stdout()
+            return 0
 
         if isinstance(exc, DynidError):
             _fail(f"dynid: error: {exc}", exc, verbose)
@@ -100,6 +107,27 @@ def main(argv: Optional[list[str]] = None) -> int:
             return 1
         _fail(f"dynid: internal error: {type(exc).__name__}: {exc} (rerun with -v for details)", exc, verbose)
         return 1
+
+
+def _warning_printer(quiet: bool):  # type: ignore[no-untyped-def]
+    """Library warnings (numpy, scipy, pysindy) as one ``dynid: warning:`` line each; none with -q."""
+
+    def show(message, category, filename, lineno, file=None, line=None):  # type: ignore[no-untyped-def]
+        if not quiet:
+            text = str(message).strip().splitlines()[0] if str(message).strip() else category.__name__
+            print(f"dynid: warning: {text}", file=sys.stderr)
+
+    return show
+
+
+def _silence_stdout() -> None:
+    import os
+
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+    except (OSError, ValueError):  # stdout replaced by something without a descriptor (tests)
+        pass
 
 
 def _fail(line: str, exc: BaseException, verbose: bool) -> None:

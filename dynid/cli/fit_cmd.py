@@ -17,7 +17,7 @@ def register(app: typer.Typer) -> None:
 @with_options("data", "run", "training")
 def fit(
     data_files: Annotated[list[str], typer.Argument(metavar="DATA", help="Data files (CSV, TSV, HDF5) or '-' for stdin.")],
-    model: Annotated[str, typer.Option("--model", "-m", help="Backend name; 'dynid models' lists them.")],
+    model: Annotated[str, typer.Option("--model", "-m", help="Backend name ('dynid models' lists them), or auto: fit every applicable backend, keep the best on held-out data.")],
     param: ParamsOption = None,
     output: OutputPath = None,
     *,
@@ -32,25 +32,45 @@ def fit(
     from dynid import api
     from dynid.models import registry
     from dynid.modelfile import save_model
+    from dynid.selection import fit_auto
 
     from dynid.errors import UsageError
 
     if out.json_mode and output == "-":
         raise UsageError("--json and -o - both want stdout; write the model to a file")
-    backend = registry.get(model)
-    hyper = backend.Params.parse(param or [])
-    dataset = data.load(data_files, nan_default="keep" if backend.capabilities.nan else "split", out=out)
+    if output == "-":
+        from dynid.atomic import refuse_binary_terminal
+
+        refuse_binary_terminal()  # before the fit, not after it
+    ranking = None
+    if model == "auto":
+        if param:
+            raise UsageError("-p sets one backend's hyperparameters; --model auto uses their defaults")
+        if training.checkpoint or training.resume or training.threads:
+            raise UsageError("--model auto takes --max-time (its search budget) but not "
+                             "--checkpoint, --resume or --threads")
+        dataset = data.load(data_files, out=out)
+        with out.status("fitting every applicable backend"):
+            auto = fit_auto(dataset, max_time=training.max_time, seed=run.seed, device=run.device,
+                            progress=out.debug)
+        result, ranking = auto.result, [c.to_dict() for c in auto.ranking]
+        model = result.model.name
+        out.info(_ranking_text(ranking))
+    else:
+        backend = registry.get(model)
+        hyper = backend.Params.parse(param or [])
+        dataset = data.load(data_files, nan_default="keep" if backend.capabilities.nan else "split", out=out)
+        out.debug(f"fitting {model} on {dataset.n_trials} trial(s), {dataset.n_samples} samples")
+        options = training.options(out)
+        # A training backend shows its own progress; a spinner would fight it for the line.
+        spinner = out.status(f"fitting {model}") if not backend.capabilities.training else nullcontext()
+        with spinner:
+            try:
+                result = api.fit(dataset, model, hyper, seed=run.seed, device=run.device,
+                                 training=options)
+            finally:
+                options.progress.close()
     path = output or _default_path(data_files[0], model)
-    out.debug(f"fitting {model} on {dataset.n_trials} trial(s), {dataset.n_samples} samples")
-    options = training.options(out)
-    # A training backend shows its own progress; a spinner would fight it for the line.
-    spinner = out.status(f"fitting {model}") if not backend.capabilities.training else nullcontext()
-    with spinner:
-        try:
-            result = api.fit(dataset, model, hyper, seed=run.seed, device=run.device,
-                             training=options)
-        finally:
-            options.progress.close()
     save_model(result.model, path, result.metadata)
     meta = result.metadata
     if out.json_mode:
@@ -61,10 +81,24 @@ def fit(
                 "model_path": path,
                 "model": model,
                 **{k: meta[k] for k in ("hyperparameters", "variables", "inputs", "dt", "n_trials", "n_samples", "metrics", "fit_seconds")},
+                **({"ranking": ranking} if ranking is not None else {}),
             })
         )
     elif path != "-":
         out.info(f"wrote {path} ({model}, {meta['n_samples']} samples, {meta['fit_seconds']:.2f} s)")
+
+
+def _ranking_text(ranking: list[dict]) -> str:
+    """The --model auto ranking for stderr, best first."""
+    lines = ["held-out ranking (multi-step NRMSE on the last 20% of each trial, best first):"]
+    for row in ranking:
+        if row["status"] == "scored":
+            diverged = f", {row['diverged_rollouts']} diverged" if row["diverged_rollouts"] else ""
+            nrmse = "diverged" if row.get("nrmse") is None else f"{row['nrmse']:.4g}"
+            lines.append(f"  {row['model']:<10} nrmse {nrmse}, VPT {row['valid_prediction_time']:.4g}{diverged}")
+        else:
+            lines.append(f"  {row['model']:<10} {row['status']}: {row['reason']}")
+    return "\n".join(lines)
 
 
 def _default_path(first: str, model: str) -> str:

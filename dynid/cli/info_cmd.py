@@ -15,6 +15,7 @@ def register(app: typer.Typer) -> None:
 @with_options()
 def info(
     model_path: Annotated[str, typer.Argument(metavar="MODEL", help="A .dynid model file.")],
+    precision: Annotated[int, typer.Option("--precision", help="Significant digits of the coefficients shown in equations.")] = 6,
     *,
     out: Output,
 ) -> None:
@@ -22,7 +23,8 @@ def info(
     from dynid import api
     from dynid.modelfile import load_model
 
-    meta = api.model_info(load_model(model_path))
+    loaded = load_model(model_path)
+    meta = api.model_info(loaded)
     if out.json_mode:
         out.emit_json(meta)
         return
@@ -37,7 +39,7 @@ def info(
     for name, value in meta["metrics"].items():
         text = str(value)
         lines.append(f"metric {name}: {text if len(text) <= 160 else text[:160] + ' ... (--json shows all)'}")
-    for eq in meta.get("equations", []):
-        lines.append(f"d{eq['lhs']}/dt = {eq['rhs']}")
+    # dx/dt for ODEs, x[k+1] for maps, coefficients to --precision digits.
+    lines += loaded.model.equation_lines(precision) or []
     lines.append("arrays: " + ", ".join(f"{k}{tuple(v)}" for k, v in meta["arrays"].items()))
     out.emit_text("\n".join(lines))

@@ -67,7 +67,7 @@ class DataOptions:
 
 @dataclass(frozen=True)
 class RunOptions:
-    seed: Optional[int] = None
+    seed: int = 0
     device: str = "auto"
 
 
@@ -137,7 +137,7 @@ _GROUPS: dict[str, tuple[type, list[inspect.Parameter]]] = {
     "run": (
         RunOptions,
         [
-            _option(Optional[int], None, "--seed", help="Random seed: makes CPU results repeatable.", panel=RUN_PANEL),
+            _option(int, 0, "--seed", help="Random seed: the same seed gives the same CPU results (recorded in model files).", panel=RUN_PANEL),
             _option(str, "auto", "--device", help="auto, cpu, cuda or cuda:N (GPU number N).", panel=RUN_PANEL),
         ],
     ),

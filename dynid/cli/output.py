@@ -58,8 +58,9 @@ class Output:
 
     def emit_text(self, text: str) -> None:
         """Write ``text`` (data or a human-readable result) to stdout."""
-        sys.stdout.write(text if text.endswith("\n") else text + "\n")
-        sys.stdout.flush()
+        from dynid.atomic import write_stdout
+
+        write_stdout(text if text.endswith("\n") else text + "\n")
 
     def emit_catalogue(self, kind: str, entries: list[dict[str, Any]]) -> None:
         """A list of methods (``name``, ``summary``, ``hyperparameters`` as from

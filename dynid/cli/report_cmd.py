@@ -44,6 +44,10 @@ def report(
     if data_file is not None:
         options = model_data_options(data, models[0][1].model) if models else data
         dataset = options.load([data_file], out=out)
+        from dynid.api import check_step
+
+        for _, loaded in models:
+            check_step(loaded.model, dataset)  # never a forecast compared at the wrong step
     html = build_report(models, results, dataset, horizon=horizon, title=title)
     write_text(output, html)
     if output != "-":

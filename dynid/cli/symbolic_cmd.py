@@ -25,6 +25,7 @@ def symbolic(
     ensemble: Annotated[Optional[int], typer.Option("--ensemble", min=0, help="Bootstrap models for inclusion probabilities and intervals (0: none) [default: 20].")] = None,
     jobs: Annotated[Optional[int], typer.Option("--jobs", "-j", min=0, help="Worker processes for the sweeps (0: one per CPU) [default: 1].")] = None,
     output_format: Annotated[str, typer.Option("--format", help="text, latex or json (--json is the same as --format json).")] = "text",
+    precision: Annotated[int, typer.Option("--precision", help="Significant digits of the coefficients in text and LaTeX (JSON keeps them all).")] = 6,
     save_model: Annotated[Optional[str], typer.Option("--save-model", help="Also write the identified model as a .dynid file.")] = None,
     output: OutputPath = None,
     *,
@@ -58,7 +59,7 @@ def symbolic(
     if chosen == "json":
         text = to_text(result)
     else:
-        text = (format_latex if chosen == "latex" else format_text)(result)
+        text = (format_latex if chosen == "latex" else format_text)(result, precision)
     if save_model:
         write_model(fitted.model, save_model, fitted.metadata)
         out.info(f"wrote {save_model}")

@@ -154,6 +154,12 @@ class Backend(ABC):
         """(lhs, rhs) pairs of the identified equations, if the model has them."""
         return None
 
+    def equation_lines(self, precision: int = 6) -> list[str] | None:
+        """The equations as lines for people (``info``, reports), coefficients to ``precision``
+        significant digits where the backend formats them; None without equations."""
+        equations = self.equations()
+        return [f"{lhs} = {rhs}" for lhs, rhs in equations] if equations else None
+
     def eigenvalues(self) -> np.ndarray | None:
         """Discrete-time eigenvalues of the linear(ised) dynamics, if the model has them."""
         return None

@@ -11,7 +11,7 @@ from abc import abstractmethod
 import numpy as np
 
 from dynid.data.dataset import Trial
-from dynid.errors import ComputationError, DataError, UsageError
+from dynid.errors import ComputationError, DataError, Diverged, UsageError
 from dynid.models.base import Backend
 
 # Integration tolerances of simulate: tight enough that integration error stays far below the
@@ -34,6 +34,12 @@ class EquationBackend(Backend):
     @abstractmethod
     def discrete_(self) -> bool:
         """True for a map x[k+1] = f(x[k], u[k]), False for an ODE."""
+
+    def equation_lines(self, precision: int = 6) -> list[str] | None:
+        """"dx/dt = ..." (ODEs) or "x[k+1] = ..." (maps), then notes on renamed symbols."""
+        from dynid.symbolic import equations_result, format_text
+
+        return format_text(equations_result(self), precision).rstrip("\n").splitlines()
 
     def _simulate(
         self, history: Trial, steps: int, future_inputs: np.ndarray | None
@@ -71,9 +77,12 @@ class EquationBackend(Backend):
                 # x[k+1] = f(x[k], u[k]); u at the current sample, i.e. knot k.
                 x = self._rhs(x, None if knots is None else knots[k])
                 if not (np.all(np.isfinite(x)) and np.max(np.abs(x)) <= limit):
-                    raise ComputationError(
+                    out[k:] = np.nan
+                    raise Diverged(
                         f"the identified {self.name} map diverged at step {k + 1} of {steps}; try a "
-                        "larger threshold or a smaller library"
+                        "larger threshold or a smaller library",
+                        step=k + 1,
+                        states=out,
                     )
                 out[k] = x
         return out
@@ -95,29 +104,75 @@ class EquationBackend(Backend):
             return knots[k] + (s - k) * (knots[k + 1] - knots[k])
 
         def escaped(t: float, x: np.ndarray) -> float:
-            return limit - float(np.max(np.abs(x)))
+            # A non-finite state counts as escaped: the event's root finder needs a sign there.
+            size = float(np.max(np.abs(x)))
+            return limit - size if np.isfinite(size) else -1.0
 
         escaped.terminal = True  # type: ignore[attr-defined]
+        def rhs(t: float, x: np.ndarray) -> np.ndarray:
+            return self._rhs(x, inputs_at(t))
+
         with np.errstate(over="ignore", invalid="ignore"):
-            solution = solve_ivp(
-                lambda t, x: self._rhs(x, inputs_at(t)),
-                (0.0, float(times[-1])),
-                x0,
-                method="LSODA",  # switches to BDF when an identified model is stiff
-                t_eval=times,
-                rtol=RTOL,
-                atol=ATOL,
-                events=escaped,
-            )
+            try:
+                solution = solve_ivp(
+                    rhs,
+                    (0.0, float(times[-1])),
+                    x0,
+                    method="LSODA",  # switches to BDF when an identified model is stiff
+                    t_eval=times,
+                    rtol=RTOL,
+                    atol=ATOL,
+                    events=escaped,
+                )
+            except ValueError:
+                # The escape event's root finder met a state that blew up within one solver
+                # step (no sign change to bracket): find the step by stepping the solver by hand.
+                step, states = _escape_step(rhs, x0, times, limit)
+                raise Diverged(
+                    f"the identified {self.name} model diverged (|x| > {limit:.3g} or not finite) "
+                    f"near step {step} of {steps}; try a larger threshold or a smaller library",
+                    step=step,
+                    states=states,
+                ) from None
+        states = np.full((steps, self.n_variables), np.nan)
+        finite = solution.y.T[np.all(np.isfinite(solution.y), axis=0).cumprod(dtype=bool)]
+        states[: len(finite)] = finite
         if solution.status == 1:  # the escape event stopped the solver
             where = solution.t_events[0][0]
-            raise ComputationError(
+            raise Diverged(
                 f"the identified {self.name} model diverged (|x| > {limit:.3g}) at t = {where:.4g} "
-                "after the last history sample; try a larger threshold or a smaller library"
+                "after the last history sample; try a larger threshold or a smaller library",
+                step=len(finite) + 1,
+                states=states,
             )
-        if not solution.success or not np.all(np.isfinite(solution.y)):
-            raise ComputationError(
-                f"integrating the identified {self.name} model failed: {solution.message}"
+        if not solution.success or len(finite) < steps:
+            raise Diverged(
+                f"integrating the identified {self.name} model failed at step {len(finite) + 1} "
+                f"of {steps}: {solution.message}",
+                step=len(finite) + 1,
+                states=states,
             )
-        return solution.y.T.copy()
+        return states
 
+
+
+def _escape_step(rhs, x0: np.ndarray, times: np.ndarray, limit: float) -> tuple[int, np.ndarray]:  # type: ignore[no-untyped-def]
+    """The first output step (1-based) at which an LSODA solution of ``rhs`` leaves
+    ``|x| <= limit`` (or the finite numbers), and the (len(times), d) states before it (NaN after).
+    """
+    from scipy.integrate import LSODA
+
+    states = np.full((times.size, x0.size), np.nan)
+    solver = LSODA(rhs, 0.0, x0, float(times[-1]), rtol=RTOL, atol=ATOL)
+    done = 0
+    while solver.status == "running" and done < times.size:
+        if solver.step() is not None or not np.all(np.isfinite(solver.y)):
+            break
+        interpolant = solver.dense_output()
+        while done < times.size and times[done] <= solver.t:
+            x = interpolant(times[done])
+            if not (np.all(np.isfinite(x)) and np.max(np.abs(x)) <= limit):
+                return done + 1, states
+            states[done] = x
+            done += 1
+    return min(done + 1, times.size), states

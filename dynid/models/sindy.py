@@ -223,6 +223,11 @@ class SINDy(EquationBackend):
                 "the sparse regression gave non-finite coefficients; rescale the data or "
                 "lower the degree"
             )
+        if not np.any(coefficients):
+            raise ComputationError(
+                f"the sparse regression kept no terms: every coefficient is below threshold "
+                f"{self.params.threshold:g}; lower it with -p threshold=..."
+            )
         self.coefficients_ = coefficients
         self._library = library
         self.metrics_ = self._fit_metrics(theta, target, data.n_trials - len(trials))

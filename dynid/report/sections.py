@@ -183,10 +183,8 @@ def _metadata_rows(model: Backend, meta: dict[str, Any]) -> list[tuple[str, Any]
 
 
 def _equations(model: Backend) -> str | None:
-    equations = model.equations()
-    if not equations:
-        return None
-    return _pre("\n".join(f"{lhs} = {rhs}" for lhs, rhs in equations))
+    lines = model.equation_lines()
+    return None if not lines else _pre("\n".join(lines))
 
 
 def _eigenvalues(model: Backend) -> str | None:
@@ -233,6 +231,9 @@ def _forecast(model: Backend, data: Dataset, horizon: int | None) -> str:
             f"No forecast: the last trial has {n} samples, the model needs {need} of history "
             "and at least one more to compare with."
         )
+    from dynid.api import check_step
+
+    check_step(model, data)  # forecast and data are compared sample by sample
     split = n - steps
     future = trial.u[split:] if model.inputs_ and trial.u is not None else None
     predicted = np.asarray(model.simulate(trial.slice(0, split), steps, future), dtype=float)
@@ -244,11 +245,6 @@ def _forecast(model: Backend, data: Dataset, horizon: int | None) -> str:
         f"Last trial: {split} samples of history, the following {steps} held out and forecast"
         + (" with the data's inputs." if future is not None else ".")
     ]
-    if data.dt is None or not math.isclose(data.dt, model.dt_, rel_tol=1e-6):
-        notes.append(
-            f"The data's sampling ({fmt(data.dt) if data.dt else 'irregular'}) differs from the "
-            f"model's dt {fmt(model.dt_)}: forecast samples are compared with data samples by index."
-        )
     start = split - min(split, max(steps, MIN_CONTEXT))
     # The forecast line starts at the last history sample so that it joins the data.
     t_pred = trial.t[split - 1 :]

@@ -1,29 +1,41 @@
 """Human renderings of an equations result (see ``expressions.build_result``): text and LaTeX.
 
 Both read only the result dict, so they work as well on a result loaded back from JSON.
-Coefficients are shown to 6 significant digits; a coefficient of exactly 1 after rounding is
+Coefficients are shown to ``precision`` significant digits (default 6); a coefficient of exactly 1 after rounding is
 left out of a non-constant term ("x y", not "1 x y").
 """
 
 from __future__ import annotations
 
+from functools import partial
 from typing import Any
 
+DEFAULT_PRECISION = 6
 
-def format_text(result: dict[str, Any]) -> str:
+
+def format_text(result: dict[str, Any], precision: int = DEFAULT_PRECISION) -> str:
     """One line per equation, "dx/dt = -10 x + 10 y" (maps: "x[k+1] = ..."), then symbol notes."""
+    number = partial(_number_text, precision=_checked(precision))
     discrete = result.get("discrete", False)
     lines = []
     for equation in result["equations"]:
         lhs = f"{equation['lhs']}[k+1]" if discrete else f"d{equation['lhs']}/dt"
         pieces = [(_text_term(t["term"]), t["coefficient"]) for t in equation["terms"]]
-        lines.append(f"{lhs} = {_join(pieces, _number_text, ' ')}")
-        lines += _uncertainty_lines(equation["terms"])
+        lines.append(f"{lhs} = {_join(pieces, number, ' ')}")
+        lines += _uncertainty_lines(equation["terms"], number)
     lines += _symbol_notes(result, "where {symbol} = {name}")
     return "\n".join(lines) + "\n"
 
 
-def _uncertainty_lines(terms: list[dict[str, Any]]) -> list[str]:
+def _checked(precision: int) -> int:
+    from dynid.errors import UsageError
+
+    if not 1 <= precision <= 17:
+        raise UsageError(f"--precision {precision}: expected 1 to 17 significant digits")
+    return precision
+
+
+def _uncertainty_lines(terms: list[dict[str, Any]], number: Any) -> list[str]:
     """"    x   -9.99988  95% [-10.0001, -9.9996]  inclusion 1.00" per term, when the result has
     bootstrap uncertainty."""
     lines = []
@@ -32,20 +44,21 @@ def _uncertainty_lines(terms: list[dict[str, Any]]) -> list[str]:
             continue
         low, high = term["interval"]
         lines.append(
-            f"    {_text_term(term['term']):<14} {_number_text(term['coefficient']):>11}"
-            f"  95% [{_number_text(low)}, {_number_text(high)}]"
+            f"    {_text_term(term['term']):<14} {number(term['coefficient']):>11}"
+            f"  95% [{number(low)}, {number(high)}]"
             f"  inclusion {term['inclusion_probability']:.2f}"
         )
     return lines
 
 
-def format_latex(result: dict[str, Any]) -> str:
+def format_latex(result: dict[str, Any], precision: int = DEFAULT_PRECISION) -> str:
     r"""One line per equation, "\dot{x} = - 10 x + 10 y" (maps: "{x}_{k+1} = ..."), then notes.
 
     The notes for renamed symbols are LaTeX comments ("% x0 = temp (K)").
     """
     import sympy
 
+    number = partial(_number_latex, precision=_checked(precision))
     discrete = result.get("discrete", False)
     names = {symbol: sympy.Symbol(symbol) for symbol in result["symbols"]}
     lines = []
@@ -56,7 +69,7 @@ def format_latex(result: dict[str, Any]) -> str:
             (sympy.latex(sympy.sympify(t["term"], locals=names)), t["coefficient"])
             for t in equation["terms"]
         ]
-        lines.append(f"{lhs} = {_join(pieces, _number_latex, ' ')}")
+        lines.append(f"{lhs} = {_join(pieces, number, ' ')}")
     lines += _symbol_notes(result, "% {symbol} = {name}")
     return "\n".join(lines) + "\n"
 
@@ -75,12 +88,12 @@ def _join(pieces: list[tuple[str, float]], number: Any, times: str) -> str:
     return text or "0"
 
 
-def _number_text(value: float) -> str:
-    return format(value, ".6g")
+def _number_text(value: float, precision: int) -> str:
+    return format(value, f".{precision}g")
 
 
-def _number_latex(value: float) -> str:
-    mantissa, _, exponent = format(value, ".6g").partition("e")
+def _number_latex(value: float, precision: int) -> str:
+    mantissa, _, exponent = format(value, f".{precision}g").partition("e")
     return rf"{mantissa} \cdot 10^{{{int(exponent)}}}" if exponent else mantissa
 
 

@@ -1,0 +1,254 @@
+"""No wrong number with exit 0: step mismatches, diverged rollouts, empty fits, closed pipes,
+unwritable outputs - each said plainly with its exit code (issue: real files, honest answers)."""
+
+import json
+import subprocess
+import sys
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from dynid import api
+from dynid.data import Dataset
+from dynid.errors import DataError, Diverged
+from dynid.models.sindy import SINDy, SINDyParams
+
+
+def decay_csv(path, dt=0.01, n=400, jitter=0.0):
+    """x(t) = exp(-t) written by pandas, optionally with jittered (irregular) times."""
+    t = np.arange(n) * dt
+    if jitter:
+        t = t + np.random.default_rng(0).uniform(0, jitter * dt, n)
+    pd.DataFrame({"t": t, "x": np.exp(-t)}).to_csv(path, index=False)
+    return path
+
+
+def fitted_decay(tmp_path, cli):
+    data = decay_csv(tmp_path / "decay.csv")
+    model = tmp_path / "decay.dynid"
+    assert cli("fit", data, "--model", "sindy", "-o", model, "-q").returncode == 0
+    return model
+
+
+def blowing_up_model() -> SINDy:
+    """dx/dt = x^2 (from x0 = 1 it leaves every bound at t = 1): a model of the decay data
+    that diverges within 100 steps of 0.01 from any start with x near 1."""
+    params = SINDyParams(degree=2)
+    coefficients = np.array([[0.0, 0.0, 1.0]])
+    arrays = {"coefficients": coefficients, "feature_names": np.array([b"1", b"x0", b"x0^2"])}
+    return SINDy.restore(params, arrays, variables=("x",), inputs=(), dt=0.01)
+
+
+def test_score_refuses_data_at_another_step(tmp_path, cli):
+    model = fitted_decay(tmp_path, cli)
+    coarse = decay_csv(tmp_path / "coarse.csv", dt=0.05)
+    result = cli("score", model, coarse, "--json")
+    assert result.returncode == 3
+    assert b"0.05 apart" in result.stderr and b"--resample 0.01" in result.stderr
+    assert result.stdout == b""
+
+
+def test_score_refuses_irregular_data(tmp_path, cli):
+    model = fitted_decay(tmp_path, cli)
+    irregular = decay_csv(tmp_path / "irregular.csv", jitter=0.5)
+    result = cli("score", model, irregular)
+    assert result.returncode == 3
+    assert b"irregular" in result.stderr and b"--resample" in result.stderr
+
+
+def test_report_refuses_data_at_another_step_and_writes_nothing(tmp_path, cli):
+    model = fitted_decay(tmp_path, cli)
+    coarse = decay_csv(tmp_path / "coarse.csv", dt=0.05)
+    page = tmp_path / "report.html"
+    result = cli("report", model, "--data", coarse, "-o", page)
+    assert result.returncode == 3
+    assert not page.exists()
+
+
+def test_forecast_of_a_lagged_model_refuses_another_step(tmp_path, cli):
+    x = np.random.default_rng(1).standard_normal((300, 2)).cumsum(axis=0) * 0.1
+    fine = tmp_path / "fine.csv"
+    pd.DataFrame({"t": np.arange(300) * 0.1, "a": x[:, 0], "b": x[:, 1]}).to_csv(fine, index=False)
+    coarse = tmp_path / "coarse.csv"
+    pd.DataFrame({"t": np.arange(300) * 0.3, "a": x[:, 0], "b": x[:, 1]}).to_csv(coarse, index=False)
+    model = tmp_path / "var.dynid"
+    assert cli("fit", fine, "--model", "var", "-p", "order=3", "-o", model, "-q").returncode == 0
+    result = cli("forecast", model, coarse, "--horizon", "5")
+    assert result.returncode == 3
+    assert b"--resample 0.1" in result.stderr
+
+
+def test_score_reports_diverged_rollouts_instead_of_a_number():
+    t = np.arange(400) * 0.01
+    data = Dataset.from_arrays(np.exp(-t)[:, None] + 1.0, t=t, variables=["x"])
+    result = api.score(blowing_up_model(), data, horizon=150, starts=5)
+    assert result["diverged_rollouts"] == 5
+    # x = 1/(1/x0 - t): from x0 in [1.02, 2] the blow-up time lies between 0.5 and 0.98.
+    assert 50 <= result["first_divergence_step"] <= 99
+    assert result["rmse"] is None and result["nrmse"] is None
+    assert result["rmse_per_step"][0] is not None and result["rmse_per_step"][-1] is None
+    json.dumps(result, allow_nan=False)  # the document stays valid JSON
+
+
+def test_forecast_that_diverges_fails_with_the_step():
+    t = np.arange(50) * 0.01
+    data = Dataset.from_arrays(np.ones((50, 1)), t=t, variables=["x"])
+    with pytest.raises(Diverged) as caught:
+        api.forecast(blowing_up_model(), data, horizon=200)
+    # From x0 = 1 the solution 1/(1 - t) leaves the bound just before t = 1, i.e. step 100.
+    assert 95 <= caught.value.step <= 100
+    assert "diverged" in str(caught.value)
+
+
+def test_valid_prediction_time_censored_at_the_horizon(tmp_path, cli):
+    model = fitted_decay(tmp_path, cli)
+    data = decay_csv(tmp_path / "again.csv")
+    doc = json.loads(cli("score", model, data, "--horizon", "20", "--json").stdout)
+    assert doc["valid_prediction_time_censored"] is True
+    assert doc["censored_rollouts"] == doc["starts"]
+    assert doc["diverged_rollouts"] == 0 and doc["rmse"] < 1e-4
+    text = cli("score", model, data, "--horizon", "20").stdout.decode()
+    assert "valid prediction time: >= 0.2" in text
+
+
+def test_fit_with_no_active_terms_exits_1_and_q_silences_library_warnings(tmp_path, cli):
+    data = decay_csv(tmp_path / "decay.csv")
+    out = tmp_path / "empty.dynid"
+    loud = cli("fit", data, "--model", "sindy", "-p", "threshold=1000", "-o", out)
+    assert loud.returncode == 1
+    assert b"kept no terms" in loud.stderr and b"dynid: warning:" in loud.stderr
+    assert not out.exists()
+    quiet = cli("fit", data, "--model", "sindy", "-p", "threshold=1000", "-o", out, "-q")
+    assert quiet.returncode == 1
+    assert quiet.stderr.decode().splitlines() == [
+        line for line in quiet.stderr.decode().splitlines() if line.startswith("dynid: error:")
+    ]
+
+
+def test_unwritable_output_is_a_clear_error(tmp_path, cli):
+    data = decay_csv(tmp_path / "decay.csv")
+    result = cli("fit", data, "--model", "sindy", "-o", "/proc/x.dynid")
+    assert result.returncode == 3
+    lines = result.stderr.decode().strip().splitlines()
+    assert lines == [lines[0]] and "cannot write" in lines[0] and "internal" not in lines[0]
+
+
+def test_a_reader_that_goes_away_is_not_an_error():
+    """`dynid simulate ... | head -1`: exit 0 and nothing on stderr (a real pipe)."""
+    writer = subprocess.Popen(
+        [sys.executable, "-m", "dynid", "simulate", "lorenz", "--n", "100000"],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+    )
+    assert writer.stdout.readline().startswith(b"t,")
+    writer.stdout.close()  # the reader goes away
+    _, err = writer.communicate(timeout=120)
+    assert writer.returncode == 0, err
+    assert err == b""
+
+
+def test_step_check_tolerates_rounded_timestamps_only():
+    model = blowing_up_model()
+    t = np.round(np.arange(100) * 0.01, 6) + 1e-7
+    data = Dataset.from_arrays(np.ones((100, 1)), t=t, variables=["x"])
+    api.check_step(model, data)
+    off = Dataset.from_arrays(np.ones((100, 1)), t=np.arange(100) * 0.0101, variables=["x"])
+    with pytest.raises(DataError):
+        api.check_step(model, off)
+
+
+def test_maps_and_odes_get_their_own_notation_with_chosen_precision(tmp_path, cli):
+    maps = tmp_path / "maps.csv"
+    maps.write_bytes(cli("simulate", "logistic-coupled", "--n", "400").stdout)
+    model = tmp_path / "map.dynid"
+    assert cli("fit", maps, "--model", "sindy", "-p", "discrete=true", "-p", "threshold=0.05",
+               "-o", model, "-q").returncode == 0
+    text = cli("info", model).stdout.decode()
+    assert "x[k+1] = " in text and "y[k+1] = " in text and "/dt" not in text
+    # r_x = 3.8: x[k+1] = 3.8 x - 3.8 x^2, shown to the asked number of digits.
+    assert "x[k+1] = 3.8 x - 3.8 x^2" in cli("info", model, "--precision", "3").stdout.decode()
+    page = tmp_path / "r.html"
+    assert cli("report", model, "-o", page).returncode == 0
+    html = page.read_text()
+    assert "x[k+1] = 3.8 x - 3.8 x^2" in html
+    assert "3.79999999" not in html and "3.80000000" not in html
+
+
+def test_ode_report_says_dx_dt_with_six_digits(tmp_path, cli):
+    model = fitted_decay(tmp_path, cli)
+    page = tmp_path / "r.html"
+    assert cli("report", model, "-o", page).returncode == 0
+    html = page.read_text()
+    assert "dx/dt = -" in html and "x = -" not in html.replace("dx/dt = -", "")
+    assert cli("info", model, "--precision", "0").returncode == 2
+
+
+@pytest.fixture
+def fast_backends(monkeypatch):
+    """The registry without the slow `symbolic` sweep, so that auto tests take seconds."""
+    from dynid.models import registry
+
+    monkeypatch.setattr(registry, "names", lambda: ["dmd", "var", "sindy"])
+
+
+def lorenz_dataset(n=2000, **irregular):
+    from dynid.systems import simulate
+
+    run = simulate("lorenz", n=n)
+    return Dataset.from_arrays(run.x, t=run.t, variables=list(run.variables))
+
+
+def test_auto_chooses_the_equations_of_lorenz_on_held_out_data(fast_backends):
+    from dynid.selection import fit_auto
+
+    auto = fit_auto(lorenz_dataset(), seed=0)
+    names = [c.model for c in auto.ranking]
+    assert sorted(names) == ["dmd", "sindy", "var"]
+    assert names[0] == "sindy" and auto.result.model.name == "sindy"
+    by_name = {c.model: c for c in auto.ranking}
+    # Exact equations forecast the held-out block; linear models cannot follow the attractor.
+    assert by_name["sindy"].nrmse < 1e-3
+    assert by_name["dmd"].nrmse > 100 * by_name["sindy"].nrmse
+    assert by_name["var"].nrmse > 100 * by_name["sindy"].nrmse
+    assert auto.result.metadata["auto_ranking"][0]["model"] == "sindy"
+    # Refitted on all of the data, not only the training block.
+    assert auto.result.metadata["n_samples"] == 2000
+
+
+def test_auto_needs_uniform_steps_and_says_which_backends_apply(fast_backends):
+    from dynid.models import registry
+    from dynid.selection import applicable, fit_auto
+
+    data = lorenz_dataset()
+    t = data.trials[0].t.copy()
+    keep = np.ones(t.size, dtype=bool)
+    keep[7::13] = False  # irregular: every 13th sample missing
+    irregular = Dataset.from_arrays(data.trials[0].x[keep], t=t[keep], variables=list(data.variables))
+    with pytest.raises(DataError, match="--resample"):
+        fit_auto(irregular, seed=0)
+    assert applicable(registry.get("dmd"), irregular) == "needs uniform time steps"
+    assert applicable(registry.get("sindy"), irregular) is None
+    assert applicable(registry.get("dmd"), data) is None
+
+
+def test_auto_budget_keeps_one_scored_backend(fast_backends):
+    from dynid.selection import fit_auto
+
+    auto = fit_auto(lorenz_dataset(600), max_time=0.0, seed=0)
+    assert [c.status for c in auto.ranking] == ["scored", "skipped", "skipped"]
+    assert auto.ranking[0].model == "dmd"  # the first registered applicable backend
+
+
+def test_fit_auto_on_the_command_line(tmp_path, cli):
+    data = tmp_path / "lin.csv"
+    data.write_bytes(cli("simulate", "linear", "--n", "400").stdout)
+    model = tmp_path / "best.dynid"
+    # The budget lets the cheap backends run and skips the slow symbolic sweep.
+    result = cli("fit", data, "--model", "auto", "--max-time", "0", "-o", model, "--json")
+    assert result.returncode == 0, result.stderr
+    doc = json.loads(result.stdout)
+    assert doc["model"] == doc["ranking"][0]["model"]
+    assert b"held-out ranking" in result.stderr
+    assert cli("info", model).returncode == 0
+    assert cli("fit", data, "--model", "auto", "-p", "rank=2", "-o", model).returncode == 2
+    assert cli("fit", data, "--model", "var", "--max-time", "5", "-o", model).returncode == 2
