@@ -7,6 +7,7 @@ finds the right links is each method's own ground-truth test.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 
 import numpy as np
@@ -16,7 +17,7 @@ from dynid.causal import CausalSettings, registry
 from dynid.causal.base import CausalMethod
 from dynid.causal.graph import CONTRACT_KEYS
 from dynid.data.dataset import Dataset
-from dynid.errors import DataError
+from dynid.errors import DataError, ResourceUnavailable
 from dynid.jsonable import jsonable
 from dynid.runtime import cuda_available
 from dynid.systems import simulate
@@ -163,6 +164,9 @@ def test_cuda_as_declared(name, cli, data_file):
         assert result.returncode == 2 and "CPU only" in result.stderr.decode(), result.stderr
     elif not cuda_available():
         assert result.returncode == 4 and "cuda" in result.stderr.decode(), result.stderr
+        # The method checks too, for callers of the Python API that skip resolve_device.
+        with pytest.raises(ResourceUnavailable, match="cuda"):
+            method(name).discover(DATA, dataclasses.replace(SETTINGS, device="cuda"))
     else:
         assert result.returncode == 0, result.stderr
         assert json.loads(result.stdout)["method"] == name
