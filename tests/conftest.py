@@ -129,6 +129,21 @@ def write_csv(path, x: np.ndarray, names, t: np.ndarray | None = None, dt: float
     return path
 
 
+def var_process(lag_matrices, noise: np.ndarray) -> np.ndarray:
+    """x(t) = sum_k A_k x(t-k) + noise(t) from x = 0, for the test files' known VAR processes.
+
+    lag_matrices: [A_1, ..., A_p], each (d, d) indexed [target, source]; noise: (..., n, d),
+    leading axes independent realisations. Returns (..., n, d); the first p samples are 0.
+    """
+    x = np.zeros_like(noise)
+    for t in range(len(lag_matrices), noise.shape[-2]):
+        drive = x[..., t - 1, :] @ lag_matrices[0].T
+        for k, a in enumerate(lag_matrices[1:], start=2):
+            drive = drive + x[..., t - k, :] @ a.T
+        x[..., t, :] = drive + noise[..., t, :]
+    return x
+
+
 def damped_rotation(n: int = 300, theta: float = 0.2, decay: float = 0.99) -> np.ndarray:
     """(n, 2) noise-free x[k+1] = decay * R(theta) x[k] from x[0] = (1, 0)."""
     a = decay * np.array([[np.cos(theta), -np.sin(theta)], [np.sin(theta), np.cos(theta)]])

@@ -18,6 +18,8 @@ from dynid.causal.graph import CONTRACT_KEYS
 from dynid.data.dataset import Dataset, Trial
 from dynid.errors import DataError, UsageError
 
+from conftest import var_process
+
 D = 5
 # Sparse VAR(2): x(t) = A1 x(t-1) + A2 x(t-2) + e, e ~ N(0, I); A[target, source].
 A1 = np.diag([0.5, 0.4, 0.3, 0.5, 0.4])
@@ -33,10 +35,7 @@ TRUE_EDGES = {("x0", "x1", 1), ("x0", "x3", 1), ("x4", "x2", 1), ("x1", "x2", 2)
 def simulate(seeds: list[int], n: int = 2000, burn: int = 200) -> np.ndarray:
     """(len(seeds), n, D) independent realisations, one generator per seed."""
     noise = np.stack([np.random.default_rng(s).standard_normal((n + burn, D)) for s in seeds])
-    x = np.zeros_like(noise)
-    for t in range(2, n + burn):
-        x[:, t] = x[:, t - 1] @ A1.T + x[:, t - 2] @ A2.T + noise[:, t]
-    return x[:, burn:]
+    return var_process([A1, A2], noise)[:, burn:]
 
 
 def test_system_is_stable():

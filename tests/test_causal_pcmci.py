@@ -16,6 +16,8 @@ from dynid.causal.pcmci import PCMCI, PCMCIParams, node_matrix
 from dynid.data.dataset import Dataset
 from dynid.errors import DataError, UsageError
 
+from conftest import var_process
+
 D = 5
 MAX_LAG = 3
 # Sparse VAR(2): x(t) = A1 x(t-1) + A2 x(t-2) + e, e ~ N(0, I); A[target, source].
@@ -32,10 +34,7 @@ TRUE_EDGES = {("x0", "x1", 1), ("x0", "x3", 1), ("x4", "x2", 1), ("x1", "x2", 2)
 def simulate(seeds: list[int] | range, n: int = 1000, burn: int = 200) -> np.ndarray:
     """(len(seeds), n, D) independent realisations of the VAR, one generator per seed."""
     noise = np.stack([np.random.default_rng(s).standard_normal((n + burn, D)) for s in seeds])
-    x = np.zeros_like(noise)
-    for t in range(2, n + burn):
-        x[:, t] = x[:, t - 1] @ A1.T + x[:, t - 2] @ A2.T + noise[:, t]
-    return x[:, burn:]
+    return var_process([A1, A2], noise)[:, burn:]
 
 
 def run(x: np.ndarray | list[np.ndarray], max_lag: int = MAX_LAG, **params) -> CausalGraph:
