@@ -121,6 +121,21 @@ def cli_subprocess():
     return run_cli_subprocess
 
 
+@pytest.fixture(scope="module")
+def one_torch_thread():
+    """torch on one thread for the module: the networks in tests are tiny, so one thread is as
+    fast, and threads competing with other processes for two cores slow training tenfold."""
+    try:
+        import torch
+    except ImportError:  # nothing to set; the tests that need torch skip themselves
+        yield
+        return
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(threads)
+
+
 def write_csv(path, x: np.ndarray, names, t: np.ndarray | None = None, dt: float = 1.0):
     """``path`` as a CSV: a ``t`` column (``t``, or ``dt`` apart from 0) then one per name."""
     frame = pd.DataFrame(np.asarray(x, dtype=float).reshape(len(x), -1), columns=list(names))

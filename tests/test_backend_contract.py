@@ -62,16 +62,16 @@ def future_inputs(model: Backend, steps: int) -> np.ndarray | None:
 
 
 @pytest.fixture(scope="module")
-def fitted_models() -> dict[tuple[str, str], Backend]:
-    """Models fitted once per (backend, system) and shared by the tests that only read them."""
+def fitted_models() -> dict[str, Backend]:
+    """One model per backend fitted on AUTONOMOUS, shared by the tests that only read it."""
     return {}
 
 
 @pytest.fixture
 def fitted(fitted_models, name) -> Backend:
-    if (name, "linear") not in fitted_models:
-        fitted_models[name, "linear"] = fit(name, AUTONOMOUS)
-    return fitted_models[name, "linear"]
+    if name not in fitted_models:
+        fitted_models[name] = fit(name, AUTONOMOUS)
+    return fitted_models[name]
 
 
 def test_registry_name_and_documented_params(name):

@@ -36,22 +36,10 @@ SETTINGS = CausalSettings(max_lag=2, alpha=0.05, seed=0)
 SIM = simulate("logistic-coupled", n=300, seed=1)  # x drives y: a known two-node graph
 DATA = Dataset.from_arrays(SIM.x, t=SIM.t, variables=list(SIM.variables))
 
-pytestmark = pytest.mark.parametrize("name", registry.names())
-
-
-@pytest.fixture(scope="module", autouse=True)
-def one_torch_thread():
-    # Torch-based methods train tiny networks: one thread is as fast, and threads competing
-    # with other processes for two cores slow training down tenfold.
-    try:
-        import torch
-    except ImportError:
-        yield
-        return
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
+pytestmark = [
+    pytest.mark.parametrize("name", registry.names()),
+    pytest.mark.usefixtures("one_torch_thread"),
+]
 
 
 def method(name: str) -> CausalMethod:
@@ -59,8 +47,8 @@ def method(name: str) -> CausalMethod:
     return cls(cls.Params.parse(CONTRACT_PARAMS.get(name, [])))
 
 
-def discover_json(name: str, data: Dataset = DATA, settings: CausalSettings = SETTINGS) -> dict:
-    return jsonable(method(name).discover(data, settings).to_json_dict())
+def discover_json(name: str) -> dict:
+    return jsonable(method(name).discover(DATA, SETTINGS).to_json_dict())
 
 
 @pytest.fixture(scope="module")
