@@ -136,6 +136,26 @@ def one_torch_thread():
     torch.set_num_threads(threads)
 
 
+def assert_registered_and_documented(cls, name: str) -> None:
+    """A registry entry (backend or causal method) has its registry name, a summary and a doc
+    line for every hyperparameter (``dynid models`` / ``--list`` show them)."""
+    assert cls.name == name and cls.summary
+    assert all(field["doc"] for field in cls.Params.describe())
+
+
+TYPO = "no_such_key"  # a hyperparameter no backend or method has
+
+
+def assert_typo_named_with_valid_keys(result, params) -> None:
+    """``result`` (a CLI run with ``-p no_such_key=1``) failed with exit 2 and one stderr line
+    naming the typo and every valid key of the hyperparameter class ``params``."""
+    assert result.returncode == 2, result.stderr
+    lines = result.stderr.decode().splitlines()
+    assert len(lines) == 1 and TYPO in lines[0], lines
+    for field in params.describe():
+        assert field["name"] in lines[0], (field["name"], lines[0])
+
+
 def write_csv(path, x: np.ndarray, names, t: np.ndarray | None = None, dt: float = 1.0):
     """``path`` as a CSV: a ``t`` column (``t``, or ``dt`` apart from 0) then one per name."""
     frame = pd.DataFrame(np.asarray(x, dtype=float).reshape(len(x), -1), columns=list(names))

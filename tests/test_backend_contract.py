@@ -8,6 +8,7 @@ Ground truth (does the backend find the right model?) lives in each backend's ow
 
 from __future__ import annotations
 
+import functools
 import json
 
 import numpy as np
@@ -23,7 +24,12 @@ from dynid.models.base import Backend
 from dynid.runtime import cuda_available
 from dynid.systems import simulate
 
-from conftest import write_csv
+from conftest import (
+    TYPO,
+    assert_registered_and_documented,
+    assert_typo_named_with_valid_keys,
+    write_csv,
+)
 
 # -p settings that keep a backend with slow defaults fast here; a backend not listed runs with
 # its defaults, so a new backend needs no entry unless its defaults take seconds.
@@ -61,23 +67,19 @@ def future_inputs(model: Backend, steps: int) -> np.ndarray | None:
     return catalogued("forced-oscillator", N_SAMPLES + steps).trials[0].u[N_SAMPLES:]
 
 
-@pytest.fixture(scope="module")
-def fitted_models() -> dict[str, Backend]:
-    """One model per backend fitted on AUTONOMOUS, shared by the tests that only read it."""
-    return {}
-
-
 @pytest.fixture
-def fitted(fitted_models, name) -> Backend:
-    if name not in fitted_models:
-        fitted_models[name] = fit(name, AUTONOMOUS)
-    return fitted_models[name]
+def fitted(name) -> Backend:
+    """The backend fitted on AUTONOMOUS once, shared by the tests that only read it."""
+    return fitted_on_autonomous(name)
+
+
+@functools.cache
+def fitted_on_autonomous(name: str) -> Backend:
+    return fit(name, AUTONOMOUS)
 
 
 def test_registry_name_and_documented_params(name):
-    backend = registry.get(name)
-    assert backend.name == name and backend.summary
-    assert all(field["doc"] for field in backend.Params.describe())
+    assert_registered_and_documented(registry.get(name), name)
 
 
 def test_fit_on_a_catalogued_system(name, fitted):
@@ -213,12 +215,8 @@ def linear_file(tmp_path_factory):
 
 def test_a_param_typo_names_the_valid_keys(name, cli, linear_file, tmp_path):
     out = tmp_path / "m.dynid"
-    result = cli("fit", linear_file, "--model", name, "-p", "no_such_key=1", "-o", out)
-    assert result.returncode == 2, result.stderr
-    lines = result.stderr.decode().splitlines()
-    assert len(lines) == 1 and "no_such_key" in lines[0]
-    for field in registry.get(name).Params.describe():
-        assert field["name"] in lines[0]
+    result = cli("fit", linear_file, "--model", name, "-p", f"{TYPO}=1", "-o", out)
+    assert_typo_named_with_valid_keys(result, registry.get(name).Params)
     assert not out.exists()
 
 

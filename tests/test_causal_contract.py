@@ -8,6 +8,7 @@ finds the right links is each method's own ground-truth test.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import json
 
 import numpy as np
@@ -22,7 +23,12 @@ from dynid.jsonable import jsonable
 from dynid.runtime import cuda_available
 from dynid.systems import simulate
 
-from conftest import write_csv
+from conftest import (
+    TYPO,
+    assert_registered_and_documented,
+    assert_typo_named_with_valid_keys,
+    write_csv,
+)
 
 # -p settings that keep a method with slow defaults fast here; a method not listed runs with its
 # defaults, so a new method needs no entry unless its defaults take seconds.
@@ -51,23 +57,19 @@ def discover_json(name: str) -> dict:
     return jsonable(method(name).discover(DATA, SETTINGS).to_json_dict())
 
 
-@pytest.fixture(scope="module")
-def documents() -> dict[str, dict]:
-    """One JSON document per method on DATA, computed once and shared."""
-    return {}
-
-
 @pytest.fixture
-def document(documents, name) -> dict:
-    if name not in documents:
-        documents[name] = discover_json(name)
-    return documents[name]
+def document(name) -> dict:
+    """The method's JSON document on DATA, computed once and shared."""
+    return first_document(name)
+
+
+@functools.cache
+def first_document(name: str) -> dict:
+    return discover_json(name)
 
 
 def test_registry_name_and_documented_params(name):
-    cls = registry.get(name)
-    assert cls.name == name and cls.summary
-    assert all(field["doc"] for field in cls.Params.describe())
+    assert_registered_and_documented(registry.get(name), name)
 
 
 def test_graph_over_the_variables_with_the_json_contract(name, document):
@@ -134,12 +136,8 @@ def data_file(tmp_path_factory):
 
 
 def test_a_param_typo_names_the_valid_keys(name, cli, data_file):
-    result = cli("discover-causal", data_file, "--method", name, "-p", "no_such_key=1")
-    assert result.returncode == 2, result.stderr
-    lines = result.stderr.decode().splitlines()
-    assert len(lines) == 1 and "no_such_key" in lines[0]
-    for field in registry.get(name).Params.describe():
-        assert field["name"] in lines[0]
+    result = cli("discover-causal", data_file, "--method", name, "-p", f"{TYPO}=1")
+    assert_typo_named_with_valid_keys(result, registry.get(name).Params)
     assert result.stdout == b""
 
 
