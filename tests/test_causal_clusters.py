@@ -12,6 +12,8 @@ from dynid.causal.clusters import cluster_granger, parse_clusters
 from dynid.data.dataset import Dataset
 from dynid.errors import DataError, UsageError
 
+from conftest import var_process
+
 A = [f"a{i}" for i in range(5)]
 B = [f"b{i}" for i in range(5)]
 C = ["c0", "c1"]
@@ -31,10 +33,7 @@ def simulate(seed: int, n: int = 3000) -> Dataset:
     a[index["c1"], index["c0"]] = 0.3
     a[index["a0"], index["w"]] = 0.3
     noise = np.random.default_rng(seed).standard_normal((n + 100, d))
-    x = np.zeros_like(noise)
-    for t in range(1, n + 100):
-        x[t] = a @ x[t - 1] + noise[t]
-    return Dataset.from_arrays(x[100:], variables=NAMES)
+    return Dataset.from_arrays(var_process([a], noise)[100:], variables=NAMES)
 
 
 @pytest.fixture(scope="module")

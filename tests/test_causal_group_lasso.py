@@ -16,6 +16,8 @@ from dynid.data.dataset import Dataset
 from dynid.errors import DataError, UsageError
 from dynid.metrics.causal import auroc
 
+from conftest import var_process
+
 D, T = 30, 150
 
 
@@ -32,11 +34,8 @@ def sparse_var1(seed: int, d: int = D, n: int = T, burn: int = 200):
         truth[source, target] = True
     radius = np.max(np.abs(np.linalg.eigvals(a)))
     a *= min(1.0, 0.9 / radius)  # keep it stationary
-    x = np.zeros((n + burn, d))
     noise = rng.standard_normal((n + burn, d))
-    for t in range(1, n + burn):
-        x[t] = a @ x[t - 1] + noise[t]
-    return x[burn:], truth, a
+    return var_process([a], noise)[burn:], truth, a
 
 
 @pytest.fixture(scope="module")

@@ -1,4 +1,5 @@
-"""End-to-end CLI runs in subprocesses: streams, exit codes, pipes, no partial files."""
+"""End-to-end CLI runs: streams, exit codes, no partial files - in process (``cli``), plus a few
+in real subprocesses (``cli_subprocess``): a pipe, start-up, a broken pipe, an exit code."""
 
 import json
 
@@ -21,8 +22,8 @@ def test_version_and_help(cli):
         assert command in result.stdout.decode()
 
 
-def test_unknown_command_is_a_usage_error(cli):
-    result = cli("no-such-command")
+def test_unknown_command_is_a_usage_error(cli_subprocess):
+    result = cli_subprocess("no-such-command")
     assert result.returncode == 2
     assert len(_lines(result.stderr)) == 1
 
@@ -40,13 +41,13 @@ def test_help_does_not_import_heavy_libraries():
         assert heavy not in imported, heavy
 
 
-def test_pipe_simulate_into_fit(cli, tmp_path):
-    simulated = cli("simulate", "lorenz", "--n", "5000")
+def test_pipe_simulate_into_fit(cli, cli_subprocess, tmp_path):
+    simulated = cli_subprocess("simulate", "lorenz", "--n", "5000")
     assert simulated.returncode == 0, simulated.stderr
     header = simulated.stdout.decode().splitlines()[0]
     assert header == "t,x,y,z"
     model = tmp_path / "m.dynid"
-    fitted = cli("fit", "-", "--model", "sindy", "-o", model, "--json", input=simulated.stdout)
+    fitted = cli_subprocess("fit", "-", "--model", "sindy", "-o", model, "--json", input=simulated.stdout)
     assert fitted.returncode == 0, fitted.stderr
     document = json.loads(fitted.stdout)
     for key in ("model_path", "model", "hyperparameters", "variables", "inputs", "dt", "n_trials", "n_samples", "metrics", "fit_seconds"):
@@ -58,6 +59,22 @@ def test_pipe_simulate_into_fit(cli, tmp_path):
     assert info.returncode == 0
     meta = json.loads(info.stdout)
     assert meta["backend"] == "sindy" and len(meta["data_fingerprint"]) == 64
+
+
+def test_a_reader_that_leaves_early_is_not_an_error(tmp_path):
+    # `dynid simulate ... | head -1`: the closed pipe ends the command quietly with exit 0.
+    import subprocess
+    import sys
+
+    producer = subprocess.Popen(
+        [sys.executable, "-m", "dynid", "simulate", "var", "--n", "50000"],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+    )
+    assert producer.stdout.readline().decode().startswith("t,x0,")
+    producer.stdout.close()
+    stderr = producer.stderr.read()
+    assert producer.wait(timeout=300) == 0, stderr
+    assert b"Traceback" not in stderr and b"Error" not in stderr
 
 
 def test_fit_forecast_save_load_bit_identical(cli, linear_csv, tmp_path):
@@ -213,7 +230,6 @@ def _bad_cases(tmp_path, good):
         (["fit", tmp_path / "short.csv", "--model", "var"], 3, "short.csv"),
         (["fit", tmp_path / "empty.csv", "--model", "dmd"], 3, "empty.csv"),
         (["fit", good, "--model", "dmd", "-p", "rank=zero"], 2, "rank"),
-        (["fit", good, "--model", "dmd", "-p", "bogus=1"], 2, "bogus"),
         (["fit", good, "--model", "nosuchmodel"], 2, "nosuchmodel"),
         (["fit", good, "--model", "dmd", "--no-such-option"], 2, "--no-such-option"),
         (["fit", good, "--model", "dmd", "--nan", "sometimes"], 2, "--nan"),
@@ -240,8 +256,3 @@ def test_verbose_shows_traceback(cli, tmp_path):
     assert "Traceback" in result.stderr.decode()
 
 
-def test_cuda_on_a_cpu_only_backend_is_a_usage_error(cli, linear_csv, tmp_path):
-    result = cli("fit", linear_csv, "--model", "dmd", "--device", "cuda", "-o", tmp_path / "m.dynid")
-    # dmd runs on CPU only: asking for CUDA is a usage error whatever the machine has.
-    assert result.returncode == 2, result.stderr
-    assert "CPU only" in result.stderr.decode()

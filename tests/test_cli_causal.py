@@ -1,4 +1,4 @@
-"""``dynid discover-causal`` end to end in subprocesses: the JSON contract, --clusters,
+"""``dynid discover-causal`` end to end (in process): the JSON contract, --clusters,
 --method dynamic with --dynamic-output, and the exit codes bad input gets."""
 
 from __future__ import annotations
@@ -7,33 +7,23 @@ import json
 
 import h5py
 import numpy as np
-import pandas as pd
 import pytest
 
 from dynid.causal.graph import CONTRACT_KEYS
 
-
-def write_csv(path, x: np.ndarray, names: list[str], dt: float = 0.1):
-    frame = pd.DataFrame(x, columns=names)
-    frame.insert(0, "t", np.arange(len(x)) * dt)
-    frame.to_csv(path, index=False)
-    return path
+from conftest import var_process, write_csv
 
 
 def var_series(n: int, seed: int = 0) -> np.ndarray:
     """(n, 4) VAR(1) with links a -> b -> c; d independent."""
     coefs = np.diag([0.5, 0.4, 0.4, 0.5])
     coefs[1, 0], coefs[2, 1] = 0.5, 0.5
-    noise = np.random.default_rng(seed).standard_normal((n, 4))
-    x = np.zeros_like(noise)
-    for t in range(1, n):
-        x[t] = coefs @ x[t - 1] + noise[t]
-    return x
+    return var_process([coefs], np.random.default_rng(seed).standard_normal((n, 4)))
 
 
 @pytest.fixture(scope="module")
 def var_csv(tmp_path_factory):
-    return write_csv(tmp_path_factory.mktemp("causal") / "var.csv", var_series(800), list("abcd"))
+    return write_csv(tmp_path_factory.mktemp("causal") / "var.csv", var_series(800), list("abcd"), dt=0.1)
 
 
 @pytest.fixture(scope="module")
@@ -45,7 +35,7 @@ def switch_csv(tmp_path_factory):
     for t in range(1, n):
         x[t, 0] = 0.5 * x[t - 1, 0] + noise[t, 0]
         x[t, 1] = 0.5 * x[t - 1, 1] + (0.8 if t >= n // 2 else 0.0) * x[t - 1, 0] + noise[t, 1]
-    return write_csv(tmp_path_factory.mktemp("causal") / "switch.csv", x, ["x", "y"])
+    return write_csv(tmp_path_factory.mktemp("causal") / "switch.csv", x, ["x", "y"], dt=0.1)
 
 
 def json_of(result) -> dict:
@@ -159,6 +149,6 @@ def bad_data(kind: str) -> np.ndarray:
 @pytest.mark.parametrize("kind, culprit", [("short", "max-lag"), ("constant", "'c'"), ("collinear", "collinear")])
 @pytest.mark.parametrize("extra", [[], ["--clusters", "A=a,b;B=c,d"]])
 def test_bad_data_exits_3_with_one_line(cli, tmp_path, kind, culprit, extra):
-    path = write_csv(tmp_path / f"{kind}.csv", bad_data(kind), list("abcd"))
+    path = write_csv(tmp_path / f"{kind}.csv", bad_data(kind), list("abcd"), dt=0.1)
     line = one_error_line(cli("discover-causal", path, "--max-lag", "3", *extra), 3)
     assert culprit in line

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import h5py
 import numpy as np
 import pytest
 from scipy.linalg import block_diag, expm
@@ -48,15 +47,6 @@ def match(estimated: np.ndarray, truth: np.ndarray) -> np.ndarray:
         i = int(np.argmin([abs(e - value) for e in remaining]))
         errors.append(abs(remaining.pop(i) - value))
     return np.array(errors)
-
-
-def through_hdf5(arrays: dict[str, np.ndarray], path) -> dict[str, np.ndarray]:
-    """The arrays after a write to and read from HDF5, as a model file stores them."""
-    with h5py.File(path, "w") as handle:
-        for name, array in arrays.items():
-            handle[name] = array
-    with h5py.File(path, "r") as handle:
-        return {name: handle[name][()] for name in handle}
 
 
 def test_recovers_discrete_eigenvalues_noise_free():
@@ -152,27 +142,6 @@ def test_simulate_reproduces_noise_free_data():
     np.testing.assert_allclose(model.simulate(history, 299), x[1:], atol=1e-8)
 
 
-@pytest.mark.parametrize("with_inputs", [False, True])
-def test_restore_round_trip_is_bit_identical(with_inputs, tmp_path):
-    rng = np.random.default_rng(9)
-    u = rng.normal(size=(200, 1)) if with_inputs else None
-    b = rng.normal(size=(6, 1)) if with_inputs else None
-    x = iterate(A6, rng.normal(size=6), 200, b=b, u=u) + 0.01 * rng.normal(size=(200, 6))
-    data = Dataset.from_arrays(x, u=u, dt=0.1)
-    model = DMD(DMD.Params(rank=4)).fit(data)
-    arrays = through_hdf5(model.arrays(), tmp_path / "dmd.h5")
-    assert arrays["eigenvalues"].dtype == np.complex128
-    restored = DMD.restore(
-        model.params, arrays, variables=data.variables, inputs=data.inputs, dt=0.1
-    )
-    history = data.trials[0].slice(0, 50)
-    future = rng.normal(size=(80, 1)) if with_inputs else None
-    assert np.array_equal(
-        model.simulate(history, 80, future), restored.simulate(history, 80, future)
-    )
-    assert np.array_equal(model.eigenvalues(), restored.eigenvalues())
-
-
 def test_bad_parameters_raise_usage_error():
     for bad in (["rank=0"], ["rank=-2"], ["input_rank=0"], ["rank=3", "input_rank=2"]):
         with pytest.raises(UsageError):
@@ -181,13 +150,6 @@ def test_bad_parameters_raise_usage_error():
     x = iterate(A6, np.ones(6), 50)
     with pytest.raises(UsageError, match="at most 6"):
         DMD(DMD.Params(rank=7)).fit(Dataset.from_arrays(x))
-
-
-def test_irregular_sampling_raises_data_error():
-    x = iterate(A6, np.ones(6), 50)
-    t = np.cumsum(np.random.default_rng(10).uniform(0.5, 1.5, size=50))
-    with pytest.raises(DataError, match="--resample"):
-        DMD().fit(Dataset.from_arrays(x, t=t))
 
 
 def test_restore_checks_array_shapes():

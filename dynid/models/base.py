@@ -70,6 +70,8 @@ class Backend(ABC):
             )
         if data.inputs and not caps.inputs:
             raise DataError(f"the {self.name} backend does not take inputs; drop --inputs")
+        if not caps.nan:
+            _refuse_missing_values(data, self.name)
         self.variables_ = tuple(data.variables)
         self.inputs_ = tuple(data.inputs)
         self.dt_ = data.dt if data.dt is not None else _median_step(data)
@@ -190,6 +192,21 @@ def expect_array(
     ):
         raise DataError(f"model array {name!r} has shape {array.shape}, expected {shape}")
     return array
+
+
+def _refuse_missing_values(data: Dataset, backend: str) -> None:
+    """DataError naming the first column with a NaN: the backend cannot use missing values,
+    and without this check they surface as an SVD or solver failure far from the cause."""
+    names = data.variables + data.inputs
+    for trial in data.trials:
+        values = trial.x if trial.u is None else np.hstack([trial.x, trial.u])
+        missing = np.isnan(values)
+        if missing.any():
+            column = names[int(np.argwhere(missing)[0][1])]
+            raise DataError(
+                f"{data.source}: column {column!r} has missing values, which the {backend} "
+                "backend cannot use; choose --nan split, drop or interpolate"
+            )
 
 
 def _median_step(data: Dataset) -> float:
