@@ -3,7 +3,8 @@
 Layout (format version 1):
     /               attrs: format="dynid-model", format_version=1, metadata=<JSON string>
     /arrays/<name>  one dataset per array of ``Backend.arrays()``
-The metadata records dynid version, backend, hyperparameters, variable and input names, dt,
+The metadata records dynid version, backend, hyperparameters, variable and input names, dt
+(with the data's time unit and whether its times were date-times),
 the sha256 of the training data, fit metrics, seed, device, UTC time and a sha256 over the
 arrays, so that a truncated or edited file is refused. Loading never executes stored code.
 """
@@ -55,6 +56,8 @@ def describe_fit(
         "variables": list(model.variables_),
         "inputs": list(model.inputs_),
         "dt": model.dt_,
+        "time_unit": data.time_unit,
+        "time_from_datetime": data.time_from_datetime,
         "data_fingerprint": data.fingerprint(),
         "data_source": data.source,
         "n_trials": data.n_trials,

@@ -7,7 +7,7 @@ from typing import Optional
 
 import numpy as np
 
-from dynid.cli.options import DataOptions
+from dynid.cli.options import DataOptions, join_names
 from dynid.errors import DataError
 from dynid.models.base import Backend
 
@@ -16,8 +16,8 @@ def model_data_options(options: DataOptions, model: Backend) -> DataOptions:
     """Default --columns/--inputs to the model's own variables, so DATA needs no flags."""
     return dataclasses.replace(
         options,
-        columns=options.columns or ",".join(model.variables_),
-        inputs=options.inputs if options.inputs is not None else (",".join(model.inputs_) or None),
+        columns=options.columns or join_names(model.variables_),
+        inputs=options.inputs if options.inputs is not None else (join_names(model.inputs_) or None),
     )
 
 
@@ -34,7 +34,14 @@ def future_input_rows(
         )
     from dynid.data import load
 
-    table = load(spec, columns=list(model.inputs_), time_column=options.time_column, nan="error")
+    table = load(
+        spec,
+        columns=list(model.inputs_),
+        time_column=options.time_column,
+        nan="error",
+        sep=options.sep,
+        decimal=options.decimal,
+    )
     rows = np.concatenate([trial.x for trial in table.trials])
     if rows.shape[0] < horizon:
         raise DataError(f"{spec}: {rows.shape[0]} rows of future inputs, --horizon needs {horizon}")

@@ -7,6 +7,7 @@ hands the command one bundle per group (``data: DataOptions``, ``run: RunOptions
 is imported for ``dynid --help``.
 """
 
+import csv
 import functools
 import inspect
 from dataclasses import dataclass, fields
@@ -15,6 +16,7 @@ from typing import Annotated, Any, Callable, Optional
 import typer
 
 from dynid.cli.output import Output
+from dynid.errors import UsageError
 
 DATA_PANEL = "Data options"
 RUN_PANEL = "Run options"
@@ -32,24 +34,27 @@ class DataOptions:
     trial_column: Optional[str] = None
     nan: Optional[str] = None
     resample: Optional[float] = None
+    sep: Optional[str] = None
+    decimal: Optional[str] = None
 
     def load(self, specs: list[str], *, nan_default: str = "split", out: Optional[Output] = None):  # type: ignore[no-untyped-def]
         """Read every spec with these options into one Dataset (trials of all files)."""
         from dynid.data import combine, load
-        from dynid.errors import UsageError
 
         if specs.count("-") > 1:
             raise UsageError("stdin ('-') can be read only once")
         datasets = [
             load(
                 spec,
-                columns=_split(self.columns),
+                columns=split_names(self.columns),
                 time_column=self.time_column,
                 dt=self.dt,
-                inputs=_split(self.inputs),
+                inputs=split_names(self.inputs),
                 trial_column=self.trial_column,
                 nan=self.nan or nan_default,  # type: ignore[arg-type]
                 resample=self.resample,
+                sep=self.sep,
+                decimal=self.decimal,
             )
             for spec in specs
         ]
@@ -87,10 +92,21 @@ class TrainingFlags:
                                resume=self.resume, threads=self.threads, progress=progress)
 
 
-def _split(text: Optional[str]) -> Optional[list[str]]:
+def split_names(text: Optional[str]) -> Optional[list[str]]:
+    """A --columns/--inputs list: comma-separated, CSV-quoted where a name holds a comma
+    (``'"flow, l/s",pressure'``); None stays None."""
     if text is None:
         return None
-    return [part.strip() for part in text.split(",") if part.strip()]
+    try:
+        fields = next(csv.reader([text], skipinitialspace=True, strict=True), [])
+    except csv.Error:
+        raise UsageError(f"cannot split {text!r} into names (unbalanced quotes?)") from None
+    return [field.strip() for field in fields if field.strip()]
+
+
+def join_names(names: "tuple[str, ...] | list[str]") -> str:
+    """The inverse of ``split_names``: names joined by commas, quoted where needed."""
+    return ",".join('"' + name.replace('"', '""') + '"' if any(c in name for c in ',"') else name for name in names)
 
 
 def _option(annotation: Any, default: Any, *decls: str, help: str, panel: str) -> inspect.Parameter:
@@ -107,13 +123,15 @@ _GROUPS: dict[str, tuple[type, list[inspect.Parameter]]] = {
     "data": (
         DataOptions,
         [
-            _option(Optional[str], None, "--columns", help="State variables, comma-separated (default: every numeric column that is not time, trial or input).", panel=DATA_PANEL),
-            _option(Optional[str], None, "--time-column", help="Time column (default: 't' or 'time' if present, else sample index x --dt).", panel=DATA_PANEL),
-            _option(Optional[float], None, "--dt", help="Sampling interval when there is no time column [default: 1].", panel=DATA_PANEL),
-            _option(Optional[str], None, "--inputs", help="Exogenous input / control columns, comma-separated.", panel=DATA_PANEL),
+            _option(Optional[str], None, "--columns", help='State variables, comma-separated; quote names with commas: \'"flow, l/s",p\' (default: every numeric column that is not time, trial or input).', panel=DATA_PANEL),
+            _option(Optional[str], None, "--time-column", help="Time column, numeric or ISO-8601 date-times (seconds since the first sample); a unit in the header may be left out (default: 't' or 'time', any unit, else the one date-time column, else sample index x --dt).", panel=DATA_PANEL),
+            _option(Optional[float], None, "--dt", help="Sampling interval when there is no time column [default: the file's dt attribute, else 1].", panel=DATA_PANEL),
+            _option(Optional[str], None, "--inputs", help="Exogenous input / control columns, comma-separated (quoted like --columns).", panel=DATA_PANEL),
             _option(Optional[str], None, "--trial-column", help="Column whose values group rows into independent trials.", panel=DATA_PANEL),
             _option(Optional[str], None, "--nan", help="Missing values: split (cut into NaN-free segments), error, drop, interpolate [default: split].", panel=DATA_PANEL),
             _option(Optional[float], None, "--resample", help="Interpolate onto a uniform grid with this step (for irregular sampling).", panel=DATA_PANEL),
+            _option(Optional[str], None, "--sep", help="Text delimiter: , ; tab | space [default: sniffed].", panel=DATA_PANEL),
+            _option(Optional[str], None, "--decimal", help="Decimal mark of text files: . or , [default: sniffed; ',' only with ';' separators].", panel=DATA_PANEL),
         ],
     ),
     "run": (

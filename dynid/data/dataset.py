@@ -59,7 +59,11 @@ class Dataset:
     """Trials with common variable and input names.
 
     ``dt`` is the common sampling interval (time units) or None when sampling is irregular or
-    differs between trials. ``source`` names where the data came from, for messages.
+    differs between trials. ``time_unit`` names the time units when the file said (``"s"`` for
+    date-times, ``"ms"`` from a header ``time (ms)``, an HDF5 ``time_unit`` attribute), else None.
+    ``time_origin``: when times came from ISO-8601 date-times, the first sample's date-time
+    (``Z`` = UTC); times are then seconds since it. ``source`` names where the data came from, for
+    messages; ``notes`` are the interpretations a user should hear about (said on stderr).
     """
 
     trials: tuple[Trial, ...]
@@ -67,6 +71,8 @@ class Dataset:
     inputs: tuple[str, ...] = ()
     dt: float | None = None
     time_column: str | None = None
+    time_unit: str | None = None
+    time_origin: str | None = None
     source: str = "<memory>"
     notes: tuple[str, ...] = field(default=(), compare=False)
 
@@ -116,6 +122,11 @@ class Dataset:
         )
 
     @property
+    def time_from_datetime(self) -> bool:
+        """Whether times were date-times in the file (now seconds since ``time_origin``)."""
+        return self.time_origin is not None
+
+    @property
     def n_trials(self) -> int:
         return len(self.trials)
 
@@ -150,6 +161,8 @@ class Dataset:
             "variables": self.variables,
             "inputs": self.inputs,
             "time_column": self.time_column,
+            "time_unit": self.time_unit,
+            "time_origin": self.time_origin,
             "source": self.source,
             "notes": self.notes,
         }
@@ -184,6 +197,11 @@ def combine(datasets: list[Dataset]) -> Dataset:
                 f"{other.source}: variables/inputs differ from {first.source}'s; "
                 "select the same ones with --columns and --inputs"
             )
+        if other.time_unit != first.time_unit or other.time_from_datetime != first.time_from_datetime:
+            raise DataError(
+                f"{other.source}: time is in {_describe_time(other)}, in {first.source} it is in "
+                f"{_describe_time(first)}"
+            )
     if len(datasets) == 1:
         return first
     return first.with_trials(
@@ -191,3 +209,8 @@ def combine(datasets: list[Dataset]) -> Dataset:
         source=", ".join(data.source for data in datasets),
         notes=tuple(note for data in datasets for note in data.notes),
     )
+
+
+def _describe_time(data: Dataset) -> str:
+    unit = data.time_unit or "unstated units"
+    return f"{unit} (from date-times)" if data.time_from_datetime else unit

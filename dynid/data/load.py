@@ -5,17 +5,20 @@ The same options exist on every command that reads data (see ``../shared/CONTRAC
 
 from __future__ import annotations
 
+import dataclasses
 from typing import BinaryIO, Literal
 
 import numpy as np
 
 from dynid.data.dataset import Dataset, Trial, common_step
-from dynid.data.readers import Table, read_tables
+from dynid.data.delimited import parse_decimal, parse_sep
+from dynid.data.readers import read_tables
+from dynid.data.table import Table
+from dynid.data.times import AUTO_TIME_NAMES, DATETIME_TIME_NAMES, TimeAxis, is_time_name, split_unit
 from dynid.errors import DataError, UsageError
 
 NanPolicy = Literal["split", "error", "drop", "interpolate", "keep"]
 NAN_POLICIES = ("split", "error", "drop", "interpolate", "keep")
-AUTO_TIME_NAMES = ("t", "time")
 
 
 def load(
@@ -28,18 +31,26 @@ def load(
     trial_column: str | None = None,
     nan: NanPolicy = "split",
     resample: float | None = None,
+    sep: str | None = None,
+    decimal: str | None = None,
     stdin: BinaryIO | None = None,
 ) -> Dataset:
     """Read a data file into a Dataset.
 
-    spec: a path to .csv/.tsv (optionally .gz), .h5/.hdf5 (``file.h5:/inner/path``), or ``-``.
+    spec: a path to delimited text (.csv/.tsv/.txt, optionally .gz), .h5/.hdf5
+    (``file.h5:/inner/path``), or ``-``.
     columns: state variables (default: every numeric column that is not time, trial or input).
-    time_column: time column name (default ``t`` or ``time`` when present, else index * dt).
+    time_column: time column name, with or without its unit (``time`` finds ``time (s)``);
+    default a column named ``t`` or ``time`` (any unit), else the one date-time column, else
+    the file's ``dt``/``t0`` attributes, else index * dt. Date-times become seconds since the
+    first sample.
     dt: sampling interval when there is no time column (default 1.0).
     inputs: exogenous input columns. trial_column: rows grouped into independent trials.
     nan: missing values - ``split`` into NaN-free segments, ``error``, ``drop`` rows,
     ``interpolate`` linearly in time, or ``keep`` (for backends that handle NaN).
     resample: interpolate every trial linearly onto a uniform grid of this step.
+    sep, decimal: force the delimiter (``,`` ``;`` ``tab`` ``|`` ``space``) and decimal mark
+    of text files (default: sniffed, and said in a note when not comma and point).
     """
     if nan not in NAN_POLICIES:
         raise UsageError(f"--nan {nan}: expected one of {', '.join(NAN_POLICIES[:4])}")
@@ -51,18 +62,18 @@ def load(
     if columns is not None:
         wanted = {*columns, *(inputs or []), *AUTO_TIME_NAMES}
         wanted |= {name for name in (time_column, trial_column) if name}
-    tables = read_tables(spec, stdin=stdin, wanted=wanted)
+    tables = read_tables(spec, stdin=stdin, wanted=wanted, sep=parse_sep(sep), decimal=parse_decimal(decimal))
     source = "<stdin>" if spec == "-" else spec
+    notes = [note for table in tables for note in table.notes]
+    roles = _resolve_roles(tables[0], source, columns, time_column, inputs, trial_column, notes)
+    for table in tables:
+        _check_same_columns(table, tables[0], source)
+    time = TimeAxis.of(tables, roles.time, dt, source, notes)
     if trial_column is not None:
         tables = [part for table in tables for part in _split_by_trial(table, trial_column, source)]
-    roles = _resolve_roles(tables[0], source, columns, time_column, inputs, trial_column)
-    notes: list[str] = []
-    if roles.time is not None and dt is not None:
-        notes.append(f"--dt ignored: times come from column {roles.time!r}")
     trials: list[Trial] = []
     for index, table in enumerate(tables):
-        _check_same_columns(table, tables[0], source)
-        trials.extend(_table_trials(table, roles, dt or 1.0, nan, source, index, notes))
+        trials.extend(_table_trials(table, roles, time, nan, source, index, notes))
     if not trials:
         raise DataError(f"{source}: no usable samples (after handling missing values)")
     if resample is not None:
@@ -73,6 +84,8 @@ def load(
         inputs=tuple(roles.inputs),
         dt=common_step(trials),
         time_column=roles.time,
+        time_unit=time.unit,
+        time_origin=time.origin,
         source=source,
         notes=tuple(notes),
     )
@@ -90,29 +103,37 @@ def _resolve_roles(
     time_column: str | None,
     inputs: list[str] | None,
     trial_column: str | None,
+    notes: list[str],
 ) -> _Roles:
     available = list(table.columns)
 
+    def find(name: str, option: str, exact: bool = False) -> str:
+        return _find(table, source, name, option, exact)
+
     def require(name: str, option: str) -> str:
-        if name not in table.columns:
-            shown = ", ".join(available[:20]) + (" ..." if len(available) > 20 else "")
-            raise DataError(f"{source}: {option} {name!r} is not a column; columns are: {shown}")
-        if not table.numeric[name]:
-            raise DataError(f"{source}: column {name!r} is not numeric")
+        name = find(name, option)
+        if table.kind(name) != "number":
+            what = "a date-time column (only the time column may be)" if table.kind(name) == "datetime" else "not numeric"
+            raise DataError(f"{source}: column {name!r} is {what}")
         return name
 
-    if time_column is not None:
-        time = require(time_column, "--time-column")
-    else:
-        time = next((c for c in available if c.lower() in AUTO_TIME_NAMES and table.numeric[c]), None)
+    if trial_column is not None and trial_column not in table.columns:
+        find(trial_column, "--trial-column", exact=True)  # the error names the columns
+    time = _find_time(table, source, time_column)
     input_names = [require(name, "--inputs") for name in (inputs or [])]
     if columns is not None:
         if not columns:
             raise UsageError("--columns: give at least one column name")
         states = [require(name, "--columns") for name in columns]
     else:
-        excluded = {time, trial_column, *input_names}
-        states = [c for c in available if table.numeric[c] and c not in excluded]
+        excluded = {time, trial_column, table.index, *input_names}
+        states = [c for c in available if table.kind(c) == "number" and c not in excluded]
+        ignored = [c for c in available if table.kind(c) != "number" and c not in excluded]
+        ignored += list(table.unreadable)
+        if ignored:
+            notes.append(f"{source}: non-numeric column(s) ignored: {', '.join(map(repr, ignored))}")
+        if table.index is not None and table.index != time:
+            notes.append(f"{source}: pandas index column {table.index!r} dropped")
     overlap = set(states) & ({time} | set(input_names))
     if overlap:
         raise UsageError(f"column {sorted(overlap)[0]!r} is given two roles (state and time/input)")
@@ -123,21 +144,60 @@ def _resolve_roles(
     return _Roles(time, states, input_names)
 
 
+def _find(table: Table, source: str, name: str, option: str, exact: bool = False) -> str:
+    """The column ``name``; unless ``exact``, also the one column whose header is ``name (unit)``."""
+    if name in table.columns:
+        return name
+    by_base = [c for c in table.columns if split_unit(c)[0] == name]
+    if len(by_base) == 1 and not exact:
+        return by_base[0]
+    if name in table.unreadable:
+        raise DataError(
+            f"{source}: column {name!r} holds Python objects (pandas fixed format), which "
+            "dynid does not unpickle; save with to_hdf(..., format='table')"
+        )
+    available = list(table.columns)
+    shown = ", ".join(available[:20]) + (" ..." if len(available) > 20 else "")
+    raise DataError(f"{source}: {option} {name!r} is not a column; columns are: {shown}")
+
+
+def _find_time(table: Table, source: str, time_column: str | None) -> str | None:
+    """The time column: the one named, a ``t``/``time`` column (any unit), else the single
+    date-time column (or the one with a time-like name among several)."""
+    if time_column is not None:
+        name = _find(table, source, time_column, "--time-column")
+        if table.kind(name) == "other":
+            raise DataError(f"{source}: time column {name!r} is neither numeric nor ISO-8601 date-times")
+        return name
+    usable = [c for c in table.columns if table.kind(c) != "other"]
+    named = [c for c in usable if is_time_name(c)]
+    if named:
+        return named[0]
+    datetimes = [c for c in usable if table.kind(c) == "datetime"]
+    if len(datetimes) > 1:
+        datetimes = [c for c in datetimes if is_time_name(c, DATETIME_TIME_NAMES)] or datetimes
+        if len(datetimes) > 1:
+            raise DataError(
+                f"{source}: several date-time columns ({', '.join(map(repr, datetimes))}); "
+                "choose one with --time-column"
+            )
+    return datetimes[0] if datetimes else None
+
+
 def _split_by_trial(table: Table, trial_column: str, source: str) -> list[Table]:
-    if trial_column not in table.columns:
-        raise DataError(f"{source}: --trial-column {trial_column!r} is not a column")
     labels = table.columns[trial_column]
-    if table.numeric[trial_column] and np.isnan(labels.astype(float)).any():
+    if table.kind(trial_column) == "number" and np.isnan(labels.astype(float)).any():
         raise DataError(f"{source}: trial column {trial_column!r} has missing values")
     _, first_index = np.unique(labels, return_index=True)
     parts = []
     for value in labels[np.sort(first_index)]:
         mask = labels == value
         parts.append(
-            Table(
+            dataclasses.replace(
+                table,
                 columns={name: col[mask] for name, col in table.columns.items()},
                 label=f"{source} trial {value}",
-                numeric=table.numeric,
+                notes=[],
             )
         )
     return parts
@@ -151,7 +211,7 @@ def _check_same_columns(table: Table, first: Table, source: str) -> None:
 def _table_trials(
     table: Table,
     roles: _Roles,
-    dt: float,
+    time: TimeAxis,
     nan: NanPolicy,
     source: str,
     index: int,
@@ -161,8 +221,8 @@ def _table_trials(
     if n == 0:
         raise DataError(f"{table.label}: no data rows")
     where = table.label
+    t = time.times(table)
     if roles.time is not None:
-        t = np.asarray(table.columns[roles.time], dtype=float)
         bad = np.flatnonzero(~np.isfinite(t))
         if bad.size:
             raise DataError(f"{where}: time column {roles.time!r} is missing or infinite at row {bad[0] + 1}")
@@ -171,8 +231,6 @@ def _table_trials(
             row = int(np.flatnonzero(steps <= 0)[0]) + 2
             kind = "duplicate" if steps[row - 2] == 0 else "decreasing"
             raise DataError(f"{where}: time column {roles.time!r} has a {kind} value at row {row}")
-    else:
-        t = np.arange(n, dtype=float) * dt
     x = np.column_stack([np.asarray(table.columns[c], dtype=float) for c in roles.states])
     u = (
         np.column_stack([np.asarray(table.columns[c], dtype=float) for c in roles.inputs])

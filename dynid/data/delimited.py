@@ -1,0 +1,239 @@
+"""Delimited text (CSV, TSV, semicolon/pipe/whitespace-separated, gzipped or not) into a Table.
+
+The delimiter and decimal mark are sniffed from the first lines unless forced (``--sep``,
+``--decimal``); anything but a plain comma-separated file with decimal points is said in a note.
+"""
+
+from __future__ import annotations
+
+import codecs
+import datetime
+import csv
+import gzip
+import io
+import re
+from dataclasses import dataclass
+
+import numpy as np
+
+from dynid.data.table import Table
+from dynid.data.times import parse_iso_datetimes
+from dynid.errors import DataError, UsageError
+
+WHITESPACE = r"\s+"
+SEPARATORS = {",": ",", ";": ";", "\t": "\t", "tab": "\t", "\\t": "\t", "|": "|", "space": WHITESPACE, "whitespace": WHITESPACE}
+SEPARATOR_NAMES = {",": "comma", ";": "semicolon", "\t": "tab", "|": "pipe", WHITESPACE: "whitespace"}
+_SNIFF_BYTES = 1 << 16
+_SNIFF_LINES = 50
+_DECIMAL_COMMA = re.compile(r"^[+-]?\d*,\d+(?:[eE][+-]?\d+)?$")
+_DECIMAL_POINT = re.compile(r"^[+-]?\d*\.\d+(?:[eE][+-]?\d+)?$")
+# pandas' name for the empty header that ``DataFrame.to_csv()`` writes above its index.
+_PANDAS_UNNAMED = re.compile(r"^Unnamed: 0$|^$")
+
+
+@dataclass(frozen=True)
+class Format:
+    """How to split a delimited file: ``sep`` (a character or WHITESPACE), ``decimal`` mark, encoding."""
+
+    sep: str
+    decimal: str = "."
+    encoding: str = "utf-8"
+
+
+def parse_sep(text: str | None) -> str | None:
+    """--sep value (``,`` ``;`` ``tab`` ``|`` ``space``...) -> the separator, None if not given."""
+    if text is None:
+        return None
+    if text not in SEPARATORS:
+        raise UsageError(f"--sep {text!r}: expected one of , ; tab | space")
+    return SEPARATORS[text]
+
+
+def parse_decimal(text: str | None) -> str | None:
+    if text is not None and text not in (".", ","):
+        raise UsageError(f"--decimal {text!r}: expected . or ,")
+    return text
+
+
+def read_delimited(
+    source: str | io.BytesIO, name: str, *, default_sep: str, sep: str | None = None, decimal: str | None = None
+) -> Table:
+    """Read a delimited file (path, or bytes for stdin). ``default_sep`` comes from the suffix."""
+    head = _head(source, name)
+    notes: list[str] = []
+    encoding = "utf-8-sig"
+    text = _decode(head, "utf-8-sig")
+    if text is None:
+        encoding = "cp1252"
+        text = head.decode(encoding, errors="replace")
+        notes.append(f"{name}: not UTF-8; read as Windows-1252 (cp1252)")
+    lines = [line for line in text.splitlines()[: _SNIFF_LINES + 1] if line.strip()]
+    if len(head) == _SNIFF_BYTES and len(lines) > 1:
+        lines = lines[:-1]  # the last line may be cut
+    if not lines:
+        raise DataError(f"{name}: empty file")
+    if sep is None:
+        sep = _sniff_sep(lines, default_sep, name)
+        if sep != default_sep:
+            notes.append(f"{name}: columns separated by {SEPARATOR_NAMES[sep]} (sniffed; force with --sep)")
+    _check_widths(lines, sep, name)
+    if decimal is None:
+        decimal = _sniff_decimal(lines[1:], sep, name)
+        if decimal == ",":
+            notes.append(f"{name}: decimal comma (sniffed; force with --decimal)")
+    frame = _parse(source, name, Format(sep, decimal, encoding))
+    table = _to_table(frame, name)
+    table.notes[:0] = notes
+    return table
+
+
+def _head(source: str | io.BytesIO, name: str) -> bytes:
+    if isinstance(source, io.BytesIO):
+        if not source.getbuffer().nbytes:
+            raise DataError(f"{name}: empty input")
+        return bytes(source.getbuffer()[:_SNIFF_BYTES])
+    try:
+        opener = gzip.open if source.lower().endswith(".gz") else open
+        with opener(source, "rb") as handle:
+            return handle.read(_SNIFF_BYTES)
+    except (OSError, EOFError) as exc:
+        raise DataError(f"{name}: cannot read ({exc})") from None
+
+
+def _decode(head: bytes, encoding: str) -> str | None:
+    """The text of ``head``, ignoring a multi-byte character cut at its end; None if not ``encoding``."""
+    try:
+        return codecs.getincrementaldecoder(encoding)().decode(head, final=False)
+    except UnicodeDecodeError:
+        return None
+
+
+def _fields(line: str, sep: str) -> list[str]:
+    if sep == WHITESPACE:
+        return line.split()
+    return next(csv.reader([line], delimiter=sep))
+
+
+def _sniff_sep(lines: list[str], default_sep: str, name: str) -> str:
+    """The separator that splits the header and every sampled row into the same number (> 1) of fields.
+
+    Ties go to ``default_sep`` (the suffix's), then to the one giving more fields. Without such a
+    separator, rows that split consistently under a one-field header are an error (the header
+    and the rows disagree); anything else is left to the parser with ``default_sep``.
+    """
+    header, rows = lines[0], lines[1:] or lines[:1]
+    consistent: dict[str, int] = {}
+    headerless: dict[str, int] = {}
+    for sep in (default_sep, ",", "\t", ";", "|", WHITESPACE):
+        counts = {len(_fields(line, sep)) for line in rows}
+        if len(counts) != 1 or (width := counts.pop()) < 2:
+            continue
+        header_width = len(_fields(header, sep))
+        if header_width == width:
+            consistent.setdefault(sep, width)
+        elif header_width == 1 and sep != WHITESPACE:
+            headerless.setdefault(sep, width)
+    if consistent:
+        return default_sep if default_sep in consistent else max(consistent, key=lambda sep: consistent[sep])
+    if headerless:
+        sep, width = next(iter(headerless.items()))
+        raise DataError(
+            f"{name}: the header is one column but the rows have {width} fields separated "
+            f"by {SEPARATOR_NAMES[sep]}; fix the header or give --sep"
+        )
+    return default_sep
+
+
+def _check_widths(lines: list[str], sep: str, name: str) -> None:
+    """Rows wider than the header would shift columns (pandas makes the extra ones an index)."""
+    header_width = len(_fields(lines[0], sep))
+    widest = max((len(_fields(line, sep)) for line in lines[1:]), default=0)
+    if widest > header_width:
+        raise DataError(
+            f"{name}: rows have up to {widest} fields separated by {SEPARATOR_NAMES[sep]}, "
+            f"the header {header_width}; fix the file or give --sep"
+        )
+
+
+def _sniff_decimal(rows: list[str], sep: str, name: str) -> str:
+    """``,`` when ``;``-separated rows hold numbers with decimal commas (and none with points)."""
+    if sep != ";":
+        return "."
+    fields = [field.strip() for line in rows for field in _fields(line, sep)]
+    commas = any(_DECIMAL_COMMA.match(field) for field in fields)
+    if commas and any(_DECIMAL_POINT.match(field) for field in fields):
+        raise DataError(f"{name}: numbers with decimal commas and with decimal points; give --decimal")
+    return "," if commas else "."
+
+
+def _parse(source: str | io.BytesIO, name: str, fmt: Format):  # type: ignore[no-untyped-def]
+    """A pandas DataFrame; pyarrow's multi-threaded engine where it handles the format."""
+    import pandas as pd
+
+    kind = "TSV" if fmt.sep == "\t" else "CSV"
+    if fmt.sep != WHITESPACE and fmt.decimal == "." and fmt.encoding.startswith("utf-8"):
+        try:
+            import pyarrow  # noqa: F401  (the fast multi-threaded engine for large files)
+
+            return pd.read_csv(source, sep=fmt.sep, engine="pyarrow")
+        except ImportError:
+            pass
+        except pd.errors.EmptyDataError:
+            raise DataError(f"{name}: empty file") from None
+        except Exception:  # pyarrow is stricter on odd files; the C engine gives better messages
+            if isinstance(source, io.BytesIO):
+                source.seek(0)
+    try:
+        return pd.read_csv(
+            source,
+            sep=fmt.sep,
+            decimal=fmt.decimal,
+            encoding=fmt.encoding,
+            engine="c",
+            index_col=False,
+        )
+    except pd.errors.EmptyDataError:
+        raise DataError(f"{name}: empty file") from None
+    except (pd.errors.ParserError, UnicodeDecodeError, OSError, EOFError, ValueError) as exc:
+        first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        raise DataError(f"{name}: cannot parse as {kind}: {first}") from None
+
+
+def _to_table(frame, name: str) -> Table:  # type: ignore[no-untyped-def]
+    """Columns by name: numbers as float, ISO-8601 text as datetime64, the rest as objects."""
+    import pandas as pd
+
+    if frame.shape[1] == 0:
+        raise DataError(f"{name}: no columns")
+    columns: dict[str, np.ndarray] = {}
+    utc: set[str] = set()
+    index = None
+    for position, raw_name in enumerate(frame.columns):
+        column_name = str(raw_name).strip()
+        if position == 0 and _PANDAS_UNNAMED.match(column_name):
+            column_name, index = "index", "index"
+        if column_name in columns:
+            raise DataError(f"{name}: duplicate column name {column_name!r}")
+        series = frame[raw_name]
+        if isinstance(series.dtype, pd.DatetimeTZDtype):  # pyarrow parses ISO-8601 itself
+            series = series.dt.tz_convert("UTC").dt.tz_localize(None)
+            utc.add(column_name)
+        if pd.api.types.is_datetime64_any_dtype(series):
+            columns[column_name] = series.to_numpy(dtype="datetime64[ns]")
+            continue
+        if pd.api.types.is_numeric_dtype(series) and not pd.api.types.is_bool_dtype(series):
+            columns[column_name] = series.to_numpy(dtype=float, na_value=np.nan)
+            continue
+        # pyarrow reads date-only ISO-8601 as datetime.date objects; parse them as text.
+        values = np.array([v.isoformat() if isinstance(v, datetime.date) else v for v in series], dtype=object)
+        try:
+            parsed = parse_iso_datetimes(values)
+        except DataError as exc:
+            raise DataError(f"{name}: column {column_name!r}: {exc}") from None
+        if parsed is None:
+            columns[column_name] = values
+        else:
+            columns[column_name], aware = parsed
+            if aware:
+                utc.add(column_name)
+    return Table(columns=columns, label=name, index=index, utc=frozenset(utc))

@@ -1,0 +1,186 @@
+"""HDF5 files read with h5py: 2-D datasets, groups of 1-D column datasets, pandas ``to_hdf`` groups.
+
+Layouts (see ../shared/CONTRACT.md): a 2-D dataset (samples x variables) whose attribute
+``columns`` names the variables, with an optional 1-D time dataset ``t``/``time`` beside it; a
+group of 1-D datasets of equal length (one column each); a pandas ``to_hdf`` group (fixed or table
+format, read without PyTables); a group whose members are such things = one trial each. Attributes
+``dt``, ``t0`` (and ``time_unit``) on a dataset or its group give the time axis when no time
+column does.
+"""
+
+from __future__ import annotations
+
+import re
+
+import numpy as np
+
+from dynid.data.pandas_hdf5 import is_pandas_group, read_pandas_group
+from dynid.data.table import Table
+from dynid.data.times import AUTO_TIME_NAMES, is_time_name, parse_iso_datetimes, split_unit
+from dynid.errors import DataError
+
+
+def read_hdf5(path: str, inner: str | None, wanted: set[str] | None) -> list[Table]:
+    """The trials in ``path`` (under ``inner``, default the root). ``wanted``: columns to read
+    from a wide 2-D dataset (time-like names are always read), None for all."""
+    import h5py
+
+    try:
+        handle = h5py.File(path, "r")
+    except OSError as exc:
+        raise DataError(f"{path}: not a readable HDF5 file ({exc})") from None
+    with handle:
+        node_path = inner or "/"
+        if node_path not in handle:
+            raise DataError(f"{path}: no dataset or group {node_path!r} inside")
+        try:
+            return _collect_trials(path, handle[node_path], wanted)
+        except OSError as exc:
+            raise DataError(f"{path}: cannot read ({exc})") from None
+
+
+def _collect_trials(path: str, node, wanted: set[str] | None) -> list[Table]:  # type: ignore[no-untyped-def]
+    """A 2-D dataset is one trial; so is a group holding exactly one 2-D dataset (with its time
+    vector), a group of 1-D columns, and a pandas group; a group of such members is one trial
+    each; a group wrapping a single subgroup is looked through."""
+    import h5py
+
+    if isinstance(node, h5py.Dataset):
+        return [_matrix_trial(path, node, node.parent, wanted)]
+    single = _single_trial(path, node, wanted)
+    if single is not None:
+        return [single]
+    members = list(node.values())
+    datasets = [m for m in members if isinstance(m, h5py.Dataset) and m.ndim == 2]
+    groups = [m for m in members if isinstance(m, h5py.Group)]
+    if not datasets and len(groups) == 1:
+        return _collect_trials(path, groups[0], wanted)
+    tables = []
+    for member in sorted(datasets + groups, key=lambda m: _natural_key(m.name)):
+        if isinstance(member, h5py.Group):
+            table = _single_trial(path, member, wanted)
+            if table is None:
+                raise DataError(
+                    f"{path}:{member.name}: a trial group must hold exactly one 2-D dataset "
+                    "or 1-D column datasets of equal length"
+                )
+            tables.append(table)
+        else:
+            # Several 2-D datasets side by side: each is a trial; a shared time vector would
+            # be ambiguous, so their time comes from a 't' column, attributes or --dt.
+            tables.append(_matrix_trial(path, member, None, wanted))
+    if not tables:
+        raise DataError(f"{path}:{node.name}: no 2-D dataset or 1-D columns inside")
+    return tables
+
+
+def _single_trial(path: str, group, wanted: set[str] | None) -> Table | None:  # type: ignore[no-untyped-def]
+    """The one trial ``group`` holds, or None if it holds several (or none)."""
+    import h5py
+
+    if is_pandas_group(group):
+        return read_pandas_group(path, group)
+    members = list(group.values())
+    if any(isinstance(m, h5py.Group) for m in members):
+        return None
+    matrices = [m for m in members if m.ndim == 2]
+    if len(matrices) == 1:
+        return _matrix_trial(path, matrices[0], group, wanted)
+    vectors = [m for m in members if m.ndim == 1]
+    if not matrices and vectors and len({m.shape[0] for m in vectors}) == 1:
+        return _columns_trial(path, group, vectors)
+    return None
+
+
+def _matrix_trial(path: str, dataset, parent, wanted: set[str] | None) -> Table:  # type: ignore[no-untyped-def]
+    where = f"{path}:{dataset.name}"
+    if dataset.ndim != 2:
+        raise DataError(f"{where}: expected a 2-D dataset (samples x variables), got {dataset.ndim}-D")
+    if dataset.dtype.kind not in "fiu":
+        raise DataError(f"{where}: dataset is not numeric")
+    names = _names(dataset.attrs.get("columns"), [f"x{i}" for i in range(dataset.shape[1])])
+    if len(names) != dataset.shape[1]:
+        raise DataError(f"{where}: attribute 'columns' names {len(names)} columns, data has {dataset.shape[1]}")
+    keep = [i for i, name in enumerate(names) if wanted is None or _is_wanted(name, wanted)]
+    # h5py reads a column selection (increasing indices) without loading the rest.
+    values = np.asarray(dataset[:, keep] if len(keep) < len(names) else dataset[()], dtype=float)
+    columns = {names[i]: values[:, k] for k, i in enumerate(keep)}
+    utc: frozenset[str] = frozenset()
+    if parent is not None:
+        for time_name in AUTO_TIME_NAMES:
+            member = parent.get(time_name)
+            if member is not None and member.ndim == 1 and time_name not in columns:
+                if member.shape[0] != dataset.shape[0]:
+                    raise DataError(
+                        f"{path}:{member.name}: time has {member.shape[0]} samples, data {dataset.shape[0]}"
+                    )
+                time_values, aware = _vector(path, member)
+                columns = {time_name: time_values, **columns}
+                utc = frozenset([time_name] if aware else [])
+                break
+    return _with_time_attrs(Table(columns=columns, label=where, utc=utc), dataset, parent)
+
+
+def _is_wanted(name: str, wanted: set[str]) -> bool:
+    """Named (with or without its unit), or a time column, which --columns never names."""
+    return name in wanted or split_unit(name)[0] in wanted or is_time_name(name)
+
+
+def _columns_trial(path: str, group, vectors: list) -> Table:  # type: ignore[type-arg]
+    """A group of 1-D datasets, one column each, ordered by the group's ``columns`` attribute
+    when it has one, else by creation order (when tracked) or name."""
+    by_name = {m.name.rsplit("/", 1)[-1]: m for m in vectors}
+    order = _names(group.attrs.get("columns"), list(by_name))
+    missing = [name for name in order if name not in by_name]
+    if missing:
+        raise DataError(f"{path}:{group.name}: attribute 'columns' names {missing[0]!r}, which is not a dataset")
+    columns: dict[str, np.ndarray] = {}
+    utc: set[str] = set()
+    for name in order:
+        columns[name], aware = _vector(path, by_name[name])
+        if aware:
+            utc.add(name)
+    return _with_time_attrs(Table(columns=columns, label=f"{path}:{group.name}", utc=frozenset(utc)), group, None)
+
+
+def _vector(path: str, dataset) -> tuple[np.ndarray, bool]:  # type: ignore[no-untyped-def]
+    """A 1-D dataset as float, or as datetime64 when it holds ISO-8601 text; and whether zoned."""
+    values = dataset[()]
+    if values.dtype.kind in "fiu":
+        return np.asarray(values, dtype=float), False
+    if values.dtype.kind in "SOU":
+        text = np.array([v.decode() if isinstance(v, bytes) else v for v in values], dtype=object)
+        try:
+            parsed = parse_iso_datetimes(text)
+        except DataError as exc:
+            raise DataError(f"{path}:{dataset.name}: {exc}") from None
+        return parsed if parsed is not None else (text, False)
+    return np.asarray(values, dtype=object), False
+
+
+def _with_time_attrs(table: Table, dataset, group) -> Table:  # type: ignore[no-untyped-def]
+    """Copy ``dt``/``t0``/``time_unit`` attributes of the dataset (first) or its group onto ``table``."""
+    for node in (dataset, group):
+        if node is None or "dt" not in node.attrs:
+            continue
+        try:
+            table.dt = float(np.asarray(node.attrs["dt"]).item())
+            table.t0 = float(np.asarray(node.attrs.get("t0", 0.0)).item())
+        except (TypeError, ValueError):
+            raise DataError(f"{table.label}: attributes 'dt'/'t0' are not numbers") from None
+        if not (np.isfinite(table.dt) and table.dt > 0):
+            raise DataError(f"{table.label}: attribute 'dt' = {table.dt} is not a positive number")
+        unit = node.attrs.get("time_unit")
+        table.time_unit = unit.decode() if isinstance(unit, bytes) else (None if unit is None else str(unit))
+        break
+    return table
+
+
+def _names(attribute, default: list[str]) -> list[str]:  # type: ignore[no-untyped-def]
+    if attribute is None:
+        return default
+    return [n.decode() if isinstance(n, bytes) else str(n) for n in np.atleast_1d(attribute)]
+
+
+def _natural_key(text: str) -> list[object]:
+    return [int(part) if part.isdigit() else part for part in re.split(r"(\d+)", text)]

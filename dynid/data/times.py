@@ -1,0 +1,144 @@
+"""Time: ISO-8601 date-times, headers that carry a unit (``time (s)``), seconds since the first
+sample, and the time axis of a dataset (a column, --dt, or HDF5 ``dt``/``t0`` attributes)."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+import numpy as np
+
+from dynid.data.table import Table
+from dynid.errors import DataError
+
+AUTO_TIME_NAMES = ("t", "time")
+# Date-time columns taken as time without --time-column when there are several date-time columns.
+DATETIME_TIME_NAMES = ("t", "time", "timestamp", "datetime", "date")
+
+_ISO = re.compile(
+    r"^\d{4}-\d{2}-\d{2}"
+    r"(?:[T ]\d{2}:\d{2}(?::\d{2}(?:[.,]\d+)?)?)?"
+    r"\s*(?P<zone>Z|[+-]\d{2}(?::?\d{2})?)?$"
+)
+# "time (s)", "t [ms]", "time/s": a name and its unit.
+_UNIT_HEADER = re.compile(r"^(?P<base>.+?)\s*(?:\((?P<p>[^()]+)\)|\[(?P<b>[^\[\]]+)\]|/(?P<s>[^/\s]+))$")
+
+
+def split_unit(header: str) -> tuple[str, str | None]:
+    """``"time (s)"`` -> ("time", "s"); a header without a unit -> (header, None)."""
+    match = _UNIT_HEADER.match(header.strip())
+    if not match:
+        return header.strip(), None
+    unit = match.group("p") or match.group("b") or match.group("s")
+    return match.group("base").strip(), unit.strip()
+
+
+def is_time_name(header: str, names: tuple[str, ...] = AUTO_TIME_NAMES) -> bool:
+    """Whether ``header``, without its unit, is one of ``names`` (case-insensitive)."""
+    return split_unit(header)[0].lower() in names
+
+
+def parse_iso_datetimes(values: np.ndarray) -> tuple[np.ndarray, bool] | None:
+    """Strings (n,) as datetime64[ns] if every non-missing one is ISO-8601, else None.
+
+    Returns the times and whether they carried time zones (then they are converted to UTC, so a
+    change of offset - daylight saving - keeps the true elapsed time). Missing values become NaT.
+    A column mixing zoned and zone-less times is refused: their elapsed times are unknowable.
+    """
+    import pandas as pd
+
+    present = [v for v in values if isinstance(v, str) and v.strip()]
+    if not present or not _ISO.match(present[0].strip()):  # most text columns stop here
+        return None
+    if len(present) + _count_missing(values) != len(values):
+        return None
+    matches = [_ISO.match(v.strip()) for v in present]
+    if not all(matches):
+        return None
+    zoned = [m.group("zone") is not None for m in matches if m]
+    if any(zoned) and not all(zoned):
+        raise DataError("date-times mix values with and without a time zone")
+    aware = all(zoned)
+    stripped = pd.Series([v.strip() if isinstance(v, str) and v.strip() else None for v in values])
+    try:
+        parsed = pd.to_datetime(stripped.str.replace(",", ".", regex=False), format="ISO8601", utc=aware)
+    except (ValueError, OverflowError) as exc:
+        raise DataError(f"unreadable ISO-8601 date-time ({exc})") from None
+    if aware:
+        parsed = parsed.dt.tz_localize(None)
+    return parsed.to_numpy(dtype="datetime64[ns]"), aware
+
+
+def _count_missing(values: np.ndarray) -> int:
+    return sum(1 for v in values if _is_missing(v))
+
+
+def _is_missing(value: object) -> bool:
+    if isinstance(value, str):
+        return not value.strip()
+    return value is None or (isinstance(value, float) and np.isnan(value))
+
+
+def seconds_since_first(times: np.ndarray) -> tuple[np.ndarray, np.datetime64 | None]:
+    """datetime64 (n,) -> float seconds since the first valid sample (NaN where missing), and that sample."""
+    valid = ~np.isnat(times)
+    if not valid.any():
+        return np.full(times.shape, np.nan), None
+    origin = times[valid][0]
+    nanoseconds = (times - origin).astype("timedelta64[ns]").astype(np.int64)
+    seconds = nanoseconds / 1e9
+    seconds[~valid] = np.nan
+    return seconds, origin
+
+
+def iso_origin(origin: np.datetime64, utc: bool) -> str:
+    """The ISO-8601 text of a first sample, to the second or finer: ``Z`` when zoned (UTC)."""
+    text = np.datetime_as_string(origin, unit="ns").rstrip("0").rstrip(".")
+    return text + "Z" if utc else text
+
+
+@dataclass(frozen=True)
+class TimeAxis:
+    """How a dataset's times are made: from ``column`` (date-times become seconds since the
+    first sample, ``origin``), else t0 + index * step with ``step`` (--dt), or with each table's
+    ``dt``/``t0`` attributes, or 1. ``unit``: the time unit when the file says it."""
+
+    column: str | None
+    step: float | None
+    unit: str | None
+    origin: str | None
+
+    @classmethod
+    def of(
+        cls, tables: list[Table], column: str | None, dt: float | None, source: str, notes: list[str]
+    ) -> TimeAxis:
+        """The time axis of ``tables`` with time column ``column`` (None: none) and --dt ``dt``;
+        converts a date-time column in place to seconds and says so in ``notes``."""
+        first = tables[0]
+        if column is None:
+            from_file = [table.dt for table in tables if table.dt is not None]
+            if dt is not None and any(step != dt for step in from_file):
+                notes.append(f"{source}: --dt {dt:g} overrides the file's dt attribute {from_file[0]:g}")
+            unit = first.time_unit if dt is None and first.dt is not None else None
+            return cls(None, dt, unit, None)
+        if dt is not None:
+            notes.append(f"--dt ignored: times come from column {column!r}")
+        if first.kind(column) != "datetime":
+            return cls(column, None, split_unit(column)[1], None)
+        origin = None
+        for table in tables:
+            seconds, start = seconds_since_first(table.columns[column])
+            table.columns[column] = seconds
+            if origin is None and start is not None:
+                origin = iso_origin(start, column in table.utc)
+        zone = "UTC" if column in first.utc else "no time zone"
+        notes.append(f"{source}: time column {column!r}: date-times ({zone}) as seconds since {origin}")
+        return cls(column, None, "s", origin)
+
+    def times(self, table: Table) -> np.ndarray:
+        """(n,) times of ``table``'s rows (a date-time column already converted by ``of``)."""
+        if self.column is not None:
+            return np.asarray(table.columns[self.column], dtype=float)
+        if self.step is None and table.dt is not None:
+            return (table.t0 or 0.0) + np.arange(table.n_rows, dtype=float) * table.dt
+        return np.arange(table.n_rows, dtype=float) * (self.step or 1.0)

@@ -1,0 +1,388 @@
+"""Real files as users write them: pandas to_csv/to_hdf, Excel CSV, ISO-8601 times, HDF5 columns.
+
+Every file is built the way users build it (pandas, h5py, Excel's bytes), and read back against
+the frame it came from: names, values, times and the notes that say what was interpreted.
+"""
+
+import io
+import json
+import warnings
+
+import h5py
+import numpy as np
+import pandas as pd
+import pytest
+
+from dynid.cli.options import join_names, split_names
+from dynid.data import combine, load
+from dynid.errors import DataError, UsageError
+
+N = 40
+DT = 0.25
+
+
+def _frame():
+    """Names with a comma, a unit, non-ASCII; values with many digits."""
+    t = np.arange(N) * DT
+    return pd.DataFrame(
+        {
+            "flow, l/s": np.sin(t) + 0.123456789,
+            "pressure (bar)": 1000.5 * np.cos(t),
+            "température": t**2 / 7,
+        }
+    )
+
+
+def _values(frame):
+    return frame[["flow, l/s", "pressure (bar)", "température"]].to_numpy()
+
+
+def _notes(data):
+    return " | ".join(data.notes)
+
+
+# --- delimiters, decimals, encodings -------------------------------------------------------
+
+
+def test_pandas_default_index_is_dropped_with_a_note(tmp_path):
+    path = tmp_path / "d.csv"
+    _frame().to_csv(path)  # writes the RangeIndex as an unnamed first column
+    data = load(str(path), dt=DT)
+    assert data.variables == ("flow, l/s", "pressure (bar)", "température")
+    np.testing.assert_array_equal(data.trials[0].x, _values(_frame()))
+    assert "pandas index column" in _notes(data)
+
+
+def test_semicolon_and_decimal_comma_are_sniffed(tmp_path):
+    frame = _frame()
+    frame.insert(0, "t", np.arange(N) * DT)
+    path = tmp_path / "d.csv"
+    frame.to_csv(path, sep=";", decimal=",", index=False)
+    data = load(str(path))
+    assert data.variables == ("flow, l/s", "pressure (bar)", "température")
+    assert data.dt == pytest.approx(DT, rel=1e-12)
+    np.testing.assert_array_equal(data.trials[0].x, _values(frame))
+    assert "semicolon" in _notes(data) and "decimal comma" in _notes(data)
+    gzipped = tmp_path / "d.csv.gz"
+    frame.to_csv(gzipped, sep=";", decimal=",", index=False)
+    piped = load("-", stdin=io.BytesIO(path.read_bytes()))
+    assert load(str(gzipped)).fingerprint() == piped.fingerprint() == data.fingerprint()
+
+
+def test_excel_csv_with_bom_crlf_and_cp1252(tmp_path):
+    frame = _frame()
+    frame.insert(0, "time", np.arange(N) * DT)
+    text = frame.to_csv(sep=";", decimal=",", index=False, lineterminator="\r\n")
+    utf8 = tmp_path / "utf8.csv"
+    utf8.write_bytes(b"\xef\xbb\xbf" + text.encode("utf-8"))  # Excel "CSV UTF-8"
+    legacy = tmp_path / "legacy.csv"
+    legacy.write_bytes(text.encode("cp1252"))  # Excel "CSV" in a western-European locale
+    for path in (utf8, legacy):
+        data = load(str(path))
+        assert data.time_column == "time"
+        assert data.variables == ("flow, l/s", "pressure (bar)", "température")
+        np.testing.assert_array_equal(data.trials[0].x, _values(frame))
+    assert "cp1252" in _notes(load(str(legacy)))
+    assert "cp1252" not in _notes(load(str(utf8)))
+
+
+@pytest.mark.parametrize(("sep", "suffix", "name"), [("\t", ".txt", "tab"), ("|", ".csv", "pipe"), (" ", ".dat", "whitespace")])
+def test_other_delimiters_are_sniffed(tmp_path, sep, suffix, name):
+    frame = pd.DataFrame({"t": np.arange(N) * DT, "x": np.sin(np.arange(N)), "y": np.arange(N) * 3.0})
+    path = tmp_path / f"d{suffix}"
+    frame.to_csv(path, sep=sep, index=False)
+    data = load(str(path))
+    assert data.variables == ("x", "y")
+    assert data.dt == pytest.approx(DT, rel=1e-12)
+    np.testing.assert_array_equal(data.trials[0].x, frame[["x", "y"]].to_numpy())
+    assert name in _notes(data)
+
+
+def test_comma_csv_and_tsv_have_no_delimiter_note(tmp_path):
+    frame = pd.DataFrame({"t": np.arange(N) * DT, "x": np.sin(np.arange(N))})
+    frame.to_csv(tmp_path / "d.csv", index=False)
+    frame.to_csv(tmp_path / "d.tsv", sep="\t", index=False)
+    assert load(str(tmp_path / "d.csv")).notes == ()
+    assert load(str(tmp_path / "d.tsv")).notes == ()
+
+
+def test_forced_sep_and_decimal(tmp_path):
+    path = tmp_path / "d.csv"
+    path.write_text("t;x;y\n0,0;1,5;2\n0,5;2,5;3\n1,0;3,5;4\n")
+    data = load(str(path), sep=";", decimal=",")
+    assert data.notes == ()  # nothing was guessed
+    np.testing.assert_array_equal(data.trials[0].x, [[1.5, 2], [2.5, 3], [3.5, 4]])
+    # Forcing a decimal point leaves "1,5" as text: named in a note, never read as 15 or 1.
+    pointed = load(str(path), sep=";", decimal=".")
+    assert pointed.variables == ("y",) and pointed.time_column is None
+    assert "ignored: 't', 'x'" in _notes(pointed)
+    with pytest.raises(DataError, match="fields separated by comma"):
+        load(str(path), sep=",")
+    with pytest.raises(UsageError, match="--sep"):
+        load(str(path), sep="x")
+    with pytest.raises(UsageError, match="--decimal"):
+        load(str(path), decimal=";")
+
+
+def test_decimal_commas_and_points_together_are_not_guessed(tmp_path):
+    path = tmp_path / "d.csv"
+    path.write_text("x;y\n1,5;2.5\n2,5;3.5\n")
+    with pytest.raises(DataError, match="give --decimal"):
+        load(str(path))
+    assert load(str(path), decimal=",").variables == ("x",)  # forced: "2.5" is then text, named in a note
+
+
+def test_header_of_one_column_above_delimited_rows_is_an_error(tmp_path):
+    path = tmp_path / "d.csv"
+    path.write_text("t x y\n0;1;2\n1;2;3\n2;3;4\n")
+    with pytest.raises(DataError, match="header is one column but the rows have 3 fields separated by semicolon"):
+        load(str(path))
+
+
+def test_rows_wider_than_the_header_are_an_error(tmp_path):
+    path = tmp_path / "d.csv"
+    path.write_text("x,y\n1,2,3\n4,5,6\n")  # pandas would silently make the first column an index
+    with pytest.raises(DataError, match="rows have up to 3 fields"):
+        load(str(path))
+
+
+def test_text_columns_are_named_in_a_note(tmp_path):
+    frame = pd.DataFrame({"x": np.arange(N) * 1.0, "site": ["a"] * N, "ok": [True] * N})
+    frame.to_csv(tmp_path / "d.csv", index=False)
+    data = load(str(tmp_path / "d.csv"))
+    assert data.variables == ("x",)
+    assert "'site'" in _notes(data) and "'ok'" in _notes(data)
+
+
+# --- time --------------------------------------------------------------------------------
+
+
+def test_iso8601_with_z_and_offsets_gives_seconds_since_the_first_sample(tmp_path):
+    # The same instants written with Z and with +01:00 (as a logger switching zones would).
+    path = tmp_path / "d.csv"
+    path.write_text(
+        "time,x\n"
+        "2024-03-31T00:59:59Z,1\n"
+        "2024-03-31T02:00:00.5+01:00,2\n"
+        "2024-03-31T01:00:01Z,3\n"
+        "2024-03-31T03:00:01.5+02:00,4\n"
+    )
+    data = load(str(path))
+    np.testing.assert_allclose(data.trials[0].t, [0.0, 1.5, 2.0, 2.5], rtol=0, atol=1e-12)
+    assert data.time_unit == "s"
+    assert data.time_origin == "2024-03-31T00:59:59Z"
+    assert data.time_from_datetime
+    assert "seconds since 2024-03-31T00:59:59Z" in _notes(data)
+
+
+def test_pandas_datetime_index_across_daylight_saving(tmp_path):
+    stamps = pd.date_range("2024-03-31 01:59:50", periods=N, freq="500ms", tz="Europe/Paris")
+    frame = _frame().set_index(stamps.rename("timestamp"))
+    frame.to_csv(tmp_path / "named.csv")
+    frame.rename_axis(None).to_csv(tmp_path / "unnamed.csv", sep=";", decimal=",")
+    for name in ("named.csv", "unnamed.csv"):
+        data = load(str(tmp_path / name))
+        assert data.variables == ("flow, l/s", "pressure (bar)", "température")
+        assert data.dt == pytest.approx(0.5, rel=1e-12)  # not 3600.5 at the clock change
+        assert data.time_origin == "2024-03-31T00:59:50Z"
+        np.testing.assert_array_equal(data.trials[0].x, _values(frame))
+
+
+def test_naive_datetimes_and_date_only(tmp_path):
+    path = tmp_path / "d.csv"
+    path.write_text("timestamp,x\n2024-01-01 00:00:00,1\n2024-01-01 00:00:10,2\n2024-01-01 00:00:20,4\n")
+    data = load(str(path), time_column="timestamp")
+    assert data.dt == 10.0
+    assert data.time_origin == "2024-01-01T00:00:00"
+    assert "no time zone" in _notes(data)
+    daily = tmp_path / "daily.csv"
+    daily.write_text("date,x\n2024-01-01,1\n2024-01-02,2\n2024-01-03,4\n")
+    assert load(str(daily)).dt == 86400.0
+
+
+def test_mixed_zoned_and_naive_times_are_refused(tmp_path):
+    path = tmp_path / "d.csv"
+    path.write_text("time,x\n2024-01-01T00:00:00Z,1\n2024-01-01T00:00:01,2\n")
+    with pytest.raises(DataError, match="with and without a time zone"):
+        load(str(path))
+
+
+def test_several_datetime_columns_need_a_choice(tmp_path):
+    path = tmp_path / "d.csv"
+    path.write_text("start,stop,x\n2024-01-01,2024-01-02,1\n2024-01-02,2024-01-03,2\n")
+    with pytest.raises(DataError, match="--time-column"):
+        load(str(path))
+    data = load(str(path), time_column="stop")
+    assert data.dt == 86400.0
+    assert "'start'" in _notes(data)  # the other date-time column is not silently a variable
+
+
+def test_time_header_with_a_unit(tmp_path):
+    frame = pd.DataFrame({"time (s)": np.arange(N) * DT, "x": np.arange(N) ** 2 / 3})
+    frame.to_csv(tmp_path / "d.csv", index=False)
+    data = load(str(tmp_path / "d.csv"))
+    assert data.time_column == "time (s)" and data.variables == ("x",)
+    assert data.time_unit == "s" and data.dt == pytest.approx(DT, rel=1e-12)
+    assert load(str(tmp_path / "d.csv"), time_column="time").time_column == "time (s)"
+    frame.rename(columns={"time (s)": "t [ms]"}).to_csv(tmp_path / "ms.csv", index=False)
+    assert load(str(tmp_path / "ms.csv")).time_unit == "ms"
+
+
+def test_text_time_column_is_refused(tmp_path):
+    path = tmp_path / "d.csv"
+    path.write_text("when,x\nmonday,1\ntuesday,2\n")
+    with pytest.raises(DataError, match="neither numeric nor ISO-8601"):
+        load(str(path), time_column="when")
+
+
+def test_datetime_and_numeric_time_do_not_combine(tmp_path):
+    (tmp_path / "a.csv").write_text("time,x\n2024-01-01T00:00:00Z,1\n2024-01-01T00:00:01Z,2\n")
+    (tmp_path / "b.csv").write_text("time,x\n0,1\n1,2\n")
+    with pytest.raises(DataError, match="from date-times"):
+        combine([load(str(tmp_path / "a.csv")), load(str(tmp_path / "b.csv"))])
+
+
+# --- pandas to_hdf and h5py layouts ---------------------------------------------------------
+
+
+def _to_hdf(frame, path, **kwargs):
+    pytest.importorskip("tables")  # only to write the files; dynid reads them with h5py
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # PyTables warns about names that are not identifiers
+        frame.to_hdf(path, mode="a", **kwargs)
+
+
+@pytest.mark.parametrize("fmt", ["fixed", "table"])
+def test_pandas_to_hdf_with_datetime_index_and_text(tmp_path, fmt):
+    stamps = pd.date_range("2024-06-01T12:00:00", periods=N, freq="250ms", tz="Europe/Berlin")
+    frame = _frame().set_index(stamps.rename("timestamp"))
+    frame["site"] = "a"
+    path = tmp_path / "d.h5"
+    _to_hdf(frame, path, key="data", format=fmt)
+    data = load(str(path))
+    assert data.variables == ("flow, l/s", "pressure (bar)", "température")
+    np.testing.assert_array_equal(data.trials[0].x, _values(frame))
+    assert data.time_column == "timestamp" and data.dt == pytest.approx(DT, rel=1e-12)
+    assert data.time_origin == "2024-06-01T10:00:00Z"
+    assert "'site'" in _notes(data)
+
+
+@pytest.mark.parametrize("fmt", ["fixed", "table"])
+def test_pandas_to_hdf_default_index_and_named_time_index(tmp_path, fmt):
+    frame = _frame()
+    _to_hdf(frame, tmp_path / "plain.h5", key="frame", format=fmt)
+    data = load(str(tmp_path / "plain.h5"), dt=DT)
+    assert data.variables == ("flow, l/s", "pressure (bar)", "température")
+    np.testing.assert_array_equal(data.trials[0].x, _values(frame))
+    assert "pandas index column 'index' dropped" in _notes(data)
+    timed = frame.set_index(pd.Index(np.arange(N) * 0.1, name="t"))
+    _to_hdf(timed, tmp_path / "timed.h5", key="frame", format=fmt)
+    data = load(str(tmp_path / "timed.h5"))
+    assert data.time_column == "t" and data.dt == pytest.approx(0.1, rel=1e-12)
+
+
+def test_pandas_fixed_format_text_column_is_named_not_read(tmp_path):
+    frame = _frame()
+    frame["site"] = "a"
+    _to_hdf(frame, tmp_path / "d.h5", key="frame", format="fixed")
+    with pytest.raises(DataError, match="'site' holds Python objects"):
+        load(str(tmp_path / "d.h5"), trial_column="site")
+
+
+def test_pandas_table_data_columns_and_several_keys_as_trials(tmp_path):
+    path = tmp_path / "d.h5"
+    frames = []
+    for k in range(2):
+        frame = pd.DataFrame({"x": np.arange(N) + k * 100.0, "y": np.arange(N) * 0.5}).set_index(
+            pd.Index(np.arange(N) * DT, name="time")
+        )
+        _to_hdf(frame, path, key=f"trial{k}", format="table", data_columns=True)
+        frames.append(frame)
+    data = load(str(path))
+    assert data.n_trials == 2 and data.variables == ("x", "y")
+    for trial, frame in zip(data.trials, frames):
+        np.testing.assert_array_equal(trial.x, frame.to_numpy())
+
+
+def test_h5py_group_of_1d_columns_with_dt_and_t0(tmp_path):
+    path = tmp_path / "d.h5"
+    x = np.sin(np.arange(N) * DT)
+    with h5py.File(path, "w") as handle:
+        for k in range(2):
+            group = handle.create_group(f"run{k}")
+            group.attrs.update({"dt": DT, "t0": 10.0 * k, "time_unit": "ms"})
+            group["flow, l·s⁻¹"] = x + k  # HDF5 names cannot hold '/'
+
+            group["pressure"] = -x
+            group["label"] = np.array([b"a"] * N)
+    data = load(str(path))
+    assert data.n_trials == 2 and data.variables == ("flow, l·s⁻¹", "pressure")
+    assert data.dt == DT and data.time_unit == "ms"
+    np.testing.assert_allclose(data.trials[1].t, 10.0 + np.arange(N) * DT, rtol=0, atol=1e-12)
+    np.testing.assert_array_equal(data.trials[1].x[:, 0], x + 1)
+    assert "'label'" in _notes(data)
+
+
+def test_dt_attribute_on_a_2d_dataset(tmp_path):
+    path = tmp_path / "d.h5"
+    with h5py.File(path, "w") as handle:
+        ds = handle.create_dataset("data", data=np.arange(2.0 * N).reshape(N, 2))
+        ds.attrs["columns"] = ["a", "b"]
+        ds.attrs["dt"] = 0.01
+    data = load(str(path))
+    assert data.dt == 0.01 and data.trials[0].t[-1] == pytest.approx((N - 1) * 0.01)
+    forced = load(str(path), dt=0.02)
+    assert forced.dt == 0.02 and "overrides the file's dt attribute" in _notes(forced)
+
+
+def test_iso8601_time_dataset_in_hdf5(tmp_path):
+    path = tmp_path / "d.h5"
+    with h5py.File(path, "w") as handle:
+        ds = handle.create_dataset("data", data=np.arange(6.0).reshape(3, 2))
+        ds.attrs["columns"] = ["a", "b"]
+        handle["time"] = np.array([b"2024-01-01T00:00:00+01:00", b"2024-01-01T00:00:02+01:00", b"2024-01-01T00:00:04+01:00"])
+    data = load(str(path))
+    assert data.dt == 2.0 and data.time_origin == "2023-12-31T23:00:00Z"
+
+
+# --- names that need quoting ---------------------------------------------------------------
+
+
+def test_quote_aware_name_lists():
+    names = ["flow, l/s", 'say "hi"', "température", "p"]
+    assert split_names(join_names(names)) == names
+    assert split_names('"flow, l/s", pressure') == ["flow, l/s", "pressure"]
+    assert split_names("a,b") == ["a", "b"]
+    with pytest.raises(UsageError):
+        split_names('"flow, l/s')
+
+
+def test_cli_fit_forecast_score_report_keep_names_and_time(tmp_path, cli):
+    stamps = pd.date_range("2024-03-31T01:59:00", periods=200, freq="100ms", tz="Europe/Paris")
+    t = np.arange(200) * 0.1
+    frame = pd.DataFrame({"flow, l/s": np.sin(t), "pressure (bar)": np.cos(t), "site": "a"}, index=stamps)
+    data = tmp_path / "d.csv"
+    frame.to_csv(data, sep=";", decimal=",")
+    model = tmp_path / "m.dynid"
+    fit = cli("fit", data, "--model", "dmd", "-o", model, "--json")
+    assert fit.returncode == 0, fit.stderr.decode()
+    result = json.loads(fit.stdout)
+    assert result["variables"] == ["flow, l/s", "pressure (bar)"]
+    assert result["dt"] == pytest.approx(0.1, rel=1e-9)
+    stderr = fit.stderr.decode()
+    assert "semicolon" in stderr and "decimal comma" in stderr and "'site'" in stderr and "seconds since" in stderr
+    info = json.loads(cli("info", model, "--json").stdout)
+    assert info["time_unit"] == "s" and info["time_from_datetime"] is True
+    forecast = cli("forecast", model, data, "--horizon", "3")
+    assert forecast.returncode == 0, forecast.stderr.decode()
+    out = pd.read_csv(pd.io.common.StringIO(forecast.stdout.decode()))
+    assert list(out.columns[1:]) == ["flow, l/s", "pressure (bar)"]
+    np.testing.assert_allclose(out["flow, l/s"], np.sin(20.0 + 0.1 * np.arange(3)), atol=1e-6)
+    chosen = cli("forecast", model, data, "--horizon", "2", "--columns", '"flow, l/s",pressure (bar)')
+    assert chosen.returncode == 0, chosen.stderr.decode()
+    score = cli("score", model, data, "--horizon", "5", "--json")
+    assert score.returncode == 0, score.stderr.decode()
+    report = cli("report", model, "--data", data, "-o", tmp_path / "r.html")
+    assert report.returncode == 0, report.stderr.decode()
+    bad = cli("fit", data, "--model", "dmd", "--columns", '"flow, l/s', "-o", tmp_path / "x.dynid")
+    assert bad.returncode == 2
