@@ -14,7 +14,7 @@ def register(app: typer.Typer) -> None:
 
 @with_options("data")
 def score(
-    model_path: Annotated[str, typer.Argument(metavar="MODEL", help="A .dynid model file.")],
+    model_path: Annotated[str, typer.Argument(metavar="MODEL", help="A .dynid model file ('-' = stdin).")],
     data_file: Annotated[str, typer.Argument(metavar="DATA", help="Data to roll out on ('-' = stdin).")],
     horizon: Annotated[int, typer.Option("--horizon", "-n", min=1, help="Steps per rollout.")] = 50,
     starts: Annotated[int, typer.Option("--starts", min=1, help="Number of rollout start points, spread evenly over DATA.")] = 20,
@@ -25,10 +25,9 @@ def score(
 ) -> None:
     """Score a model by multi-step rollouts: RMSE, NRMSE and valid prediction time."""
     from dynid import api
-    from dynid.cli.common import model_data_options
-    from dynid.modelfile import load_model
+    from dynid.cli.common import load_model_argument, model_data_options
 
-    model = load_model(model_path).model
+    model = load_model_argument(model_path, data_file).model
     dataset = model_data_options(data, model).load([data_file], out=out)
     result = api.score(model, dataset, horizon=horizon, starts=starts, lyapunov=lyapunov)
     if out.json_mode:
