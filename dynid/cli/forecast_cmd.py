@@ -22,7 +22,7 @@ def forecast(
     data_file: Annotated[str, typer.Argument(metavar="DATA", help="Data whose last samples are the initial condition ('-' = stdin).")],
     horizon: Annotated[int, typer.Option("--horizon", "-n", min=1, help="Number of steps (of the model's dt) to forecast.")],
     future_inputs: Annotated[Optional[str], typer.Option("--future-inputs", help="File with the model's input columns for the forecast steps.")] = None,
-    time_format: Annotated[Optional[str], typer.Option("--time-format", help="Time column: iso (date-times continuing DATA's, UTC 'Z' if DATA's were zoned) or seconds since DATA's first sample [default: iso when DATA's time is date-times, for CSV and --json].", autocompletion=completion.choices(TIME_FORMATS))] = None,
+    time_format: Annotated[Optional[str], typer.Option("--time-format", help="When DATA's time is date-times: iso (date-times continuing them, UTC 'Z' if they were zoned) or seconds since DATA's first sample [default: iso, seconds into HDF5]. Other times are written in DATA's units.", autocompletion=completion.choices(TIME_FORMATS))] = None,
     output: OutputPath = None,
     *,
     data: DataOptions,
