@@ -39,7 +39,8 @@ SHAPES: Final[dict[str, tuple[str, str]]] = {
     ),
     FORECAST: (
         "dynid forecast --json",
-        '"time_column", "variables": [...], "t": [N times], "x": [N rows of one value per variable]',
+        '"time_column", "time_origin": ISO-8601 or null, "variables": [...], "t": [N times: date-times '
+        'when DATA\'s were (--time-format), else seconds], "x": [N rows of one value per variable]',
     ),
     SCORE: (
         "dynid score --json",

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import datetime as _dt
 import hashlib
+import io
 import json
 from dataclasses import dataclass
 from typing import Any
@@ -87,11 +88,14 @@ def save_model(model: Backend, path: str, metadata: dict[str, Any]) -> None:
 
 
 def load_model(path: str) -> ModelFile:
-    """Read a model file; DataError naming the file if it is missing, foreign, newer or damaged."""
+    """Read a model file (``-``: its bytes on stdin); DataError naming the file if it is
+    missing, foreign, newer or damaged."""
     import h5py
 
+    source = _stdin_bytes() if path == "-" else path
+    path = "<stdin>" if path == "-" else path  # the name in messages
     try:
-        handle = h5py.File(path, "r")
+        handle = h5py.File(source, "r")
     except FileNotFoundError:
         raise DataError(f"{path}: no such model file") from None
     except OSError:
@@ -140,6 +144,13 @@ def load_model(path: str) -> ModelFile:
     except DataError as exc:
         raise DataError(f"{path}: {exc}") from None
     return ModelFile(model=model, metadata=metadata)
+
+
+def _stdin_bytes() -> io.BytesIO:
+    """All of stdin in memory: HDF5 needs to seek, a pipe cannot."""
+    import sys
+
+    return io.BytesIO(sys.stdin.buffer.read())
 
 
 def _arrays_digest(arrays: dict[str, np.ndarray]) -> str:

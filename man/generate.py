@@ -1,4 +1,4 @@
-"""Regenerate the man pages in this folder and the command reference docs/cli.md from the CLI:
+"""Regenerate the man pages (dynid/man/man1/, installed with the package) and the command reference docs/cli.md from the CLI:
 ``python man/generate.py``."""
 
 from pathlib import Path

@@ -1,16 +1,15 @@
-"""man/ holds one page per command, generated from the CLI; malformed pages fail (stale ones
+"""dynid/man/man1/ holds one page per command, generated from the CLI; malformed pages fail (stale ones
 fail in test_cli_reference.py, with docs/cli.md)."""
 
 import shutil
 import subprocess
-from pathlib import Path
 
 import pytest
 
 from dynid.cli.app import app
-from dynid.cli.manpages import pages
+from dynid.cli.manpages import pages, pages_directory
 
-MAN = Path(__file__).resolve().parent.parent / "man"
+MAN = pages_directory()
 
 
 def test_every_command_has_a_page():

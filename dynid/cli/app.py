@@ -15,6 +15,7 @@ from dynid.cli import (
     fit_cmd,
     forecast_cmd,
     info_cmd,
+    man_cmd,
     models_cmd,
     report_cmd,
     score_cmd,
@@ -58,6 +59,7 @@ for module in (
     simulate_cmd,
     models_cmd,
     info_cmd,
+    man_cmd,
 ):
     module.register(app)
 

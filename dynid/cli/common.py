@@ -8,8 +8,17 @@ from typing import Optional
 import numpy as np
 
 from dynid.cli.options import DataOptions, join_names
-from dynid.errors import DataError
+from dynid.errors import DataError, UsageError
+from dynid.modelfile import ModelFile, load_model
 from dynid.models.base import Backend
+
+
+def load_model_argument(model_path: str, *other_inputs: Optional[str]) -> ModelFile:
+    """The model file MODEL (``-``: its bytes on stdin); UsageError when one of the command's
+    other inputs (DATA, --future-inputs) is stdin too, since stdin can be read only once."""
+    if model_path == "-" and "-" in other_inputs:
+        raise UsageError("stdin ('-') can be read only once: give MODEL or DATA as a file")
+    return load_model(model_path)
 
 
 def model_data_options(options: DataOptions, model: Backend) -> DataOptions:

@@ -6,6 +6,7 @@ from typing import Annotated, Optional
 import typer
 
 from dynid.cli.options import DataOptions, OutputPath, ParamsOption, RunOptions, TrainingFlags
+from dynid.cli import completion
 from dynid.cli.options import with_options
 from dynid.cli.output import Output
 
@@ -17,7 +18,7 @@ def register(app: typer.Typer) -> None:
 @with_options("data", "run", "training")
 def fit(
     data_files: Annotated[list[str], typer.Argument(metavar="DATA", help="Data files (CSV, TSV, HDF5) or '-' for stdin.")],
-    model: Annotated[str, typer.Option("--model", "-m", help="Backend name ('dynid models' lists them), or auto: fit every applicable backend, keep the best on held-out data.")],
+    model: Annotated[str, typer.Option("--model", "-m", help="Backend name ('dynid models' lists them), or auto: fit every applicable backend, keep the best on held-out data.", autocompletion=completion.models)],
     param: ParamsOption = None,
     output: OutputPath = None,
     *,

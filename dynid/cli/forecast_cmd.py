@@ -4,6 +4,7 @@ from typing import Annotated, Optional
 
 import typer
 
+from dynid.cli import completion
 from dynid.cli.options import DataOptions, OutputPath, with_options
 from dynid.cli.output import Output
 
@@ -12,12 +13,16 @@ def register(app: typer.Typer) -> None:
     app.command("forecast")(forecast)
 
 
+TIME_FORMATS = ("iso", "seconds")
+
+
 @with_options("data")
 def forecast(
-    model_path: Annotated[str, typer.Argument(metavar="MODEL", help="A .dynid model file.")],
+    model_path: Annotated[str, typer.Argument(metavar="MODEL", help="A .dynid model file ('-' = stdin; then DATA must be a file).")],
     data_file: Annotated[str, typer.Argument(metavar="DATA", help="Data whose last samples are the initial condition ('-' = stdin).")],
     horizon: Annotated[int, typer.Option("--horizon", "-n", min=1, help="Number of steps (of the model's dt) to forecast.")],
     future_inputs: Annotated[Optional[str], typer.Option("--future-inputs", help="File with the model's input columns for the forecast steps.")] = None,
+    time_format: Annotated[Optional[str], typer.Option("--time-format", help="When DATA's time is date-times: iso (date-times continuing them, UTC 'Z' if they were zoned) or seconds since DATA's first sample [default: iso, seconds into HDF5]. Other times are written in DATA's units.", autocompletion=completion.choices(TIME_FORMATS))] = None,
     output: OutputPath = None,
     *,
     data: DataOptions,
@@ -25,22 +30,41 @@ def forecast(
 ) -> None:
     """Roll a fitted model forward from the end of DATA; CSV (time + variables) on stdout or -o (--json: one JSON document)."""
     from dynid import api
-    from dynid.cli.common import future_input_rows, model_data_options
-    from dynid.data.writers import write_table
+    from dynid.cli.common import future_input_rows, load_model_argument, model_data_options
+    from dynid.data.writers import iso_times, write_table
     from dynid.documents import FORECAST, tagged
-    from dynid.modelfile import load_model
 
     out.check_json_target(output)
-    loaded = load_model(model_path)
-    model = loaded.model
+    model = load_model_argument(model_path, data_file, future_inputs).model
     dataset = model_data_options(data, model).load([data_file], out=out)
+    origin = _iso_origin(time_format, dataset.time_origin, output)
     future = future_input_rows(model, future_inputs, horizon, data)
     result = api.forecast(model, dataset, horizon, future)
     time_column = dataset.time_column or "t"
     if out.json_mode:
-        body = {"time_column": time_column, "variables": list(result.variables), "t": result.t, "x": result.x}
+        times = result.t if origin is None else iso_times(result.t, origin)
+        body = {"time_column": time_column, "time_origin": dataset.time_origin, "variables": list(result.variables), "t": times, "x": result.x}
         out.emit_json(tagged(FORECAST, body))
         return
-    write_table(output or "-", time_column, result.t, result.variables, result.x)
+    write_table(output or "-", time_column, result.t, result.variables, result.x, time_origin=origin)
     if output and output != "-":
         out.info(f"wrote {horizon} forecast steps to {output}")
+
+
+def _iso_origin(time_format: Optional[str], data_origin: Optional[str], output: Optional[str]) -> Optional[str]:
+    """The date-time the output's times count from when they are written as ISO-8601, else None
+    (seconds); UsageError for --time-format iso without date-times or into HDF5."""
+    from dynid.data.writers import is_hdf5_target
+    from dynid.errors import UsageError
+
+    if time_format not in (None, *TIME_FORMATS):
+        raise UsageError(f"--time-format {time_format}: expected one of {', '.join(TIME_FORMATS)}")
+    hdf5 = output is not None and is_hdf5_target(output)
+    if time_format == "iso":
+        if data_origin is None:
+            raise UsageError("--time-format iso: DATA's time is not date-times (it has no origin to count from)")
+        if hdf5:
+            raise UsageError(f"--time-format iso: {output} is HDF5, whose time is seconds; write CSV or drop the option")
+    if time_format == "seconds" or hdf5:
+        return None
+    return data_origin

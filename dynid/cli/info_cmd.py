@@ -14,7 +14,7 @@ def register(app: typer.Typer) -> None:
 
 @with_options()
 def info(
-    model_path: Annotated[str, typer.Argument(metavar="MODEL", help="A .dynid model file.")],
+    model_path: Annotated[str, typer.Argument(metavar="MODEL", help="A .dynid model file ('-' = stdin).")],
     precision: Annotated[int, typer.Option("--precision", help="Significant digits of the coefficients shown in equations.")] = 6,
     *,
     out: Output,
@@ -28,7 +28,7 @@ def info(
     if out.json_mode:
         out.emit_json(meta)
         return
-    lines = [f"{model_path}: dynid model ({meta['backend']}), format {meta['format_version']}, written by dynid {meta['dynid_version']} at {meta['created_utc']}"]
+    lines = [f"{'<stdin>' if model_path == '-' else model_path}: dynid model ({meta['backend']}), format {meta['format_version']}, written by dynid {meta['dynid_version']} at {meta['created_utc']}"]
     lines.append(f"variables: {', '.join(meta['variables'])}")
     if meta["inputs"]:
         lines.append(f"inputs:    {', '.join(meta['inputs'])}")

@@ -8,6 +8,7 @@ command tree that ``typer.main.get_command`` builds, so the pages (and the Markd
 import datetime as _dt
 import re
 from dataclasses import dataclass
+from pathlib import Path
 
 import typer
 
@@ -21,6 +22,64 @@ EXIT_STATUS = [
     ("4", "a requested resource is missing (--device cuda without a GPU, an optional extra not installed)"),
     ("130", "interrupted"),
 ]
+
+# Real commands for each page's EXAMPLES section, in an order that works as one shell session
+# (later ones read the files earlier ones write); tests/test_unix.py runs them all.
+EXAMPLES: dict[str, tuple[tuple[str, str], ...]] = {
+    "simulate": (
+        ("Simulate the Lorenz system into a CSV file.", "dynid simulate lorenz --n 2000 > lorenz.csv"),
+        ("The catalogue of systems and their parameters.", "dynid simulate --list"),
+    ),
+    "fit": (
+        ("Fit sparse equations (SINDy) and save the model.", "dynid fit lorenz.csv --model sindy -o lorenz.dynid"),
+        ("Fit a linear model and print the fit summary as JSON.", "dynid fit lorenz.csv --model dmd -o dmd.dynid --json"),
+    ),
+    "forecast": (
+        ("Forecast 100 steps on from the end of the data.", "dynid forecast lorenz.dynid lorenz.csv -n 100 > forecast.csv"),
+        ("The model file may come on stdin.", "cat lorenz.dynid | dynid forecast - lorenz.csv -n 10"),
+    ),
+    "score": (
+        ("Multi-step rollout errors and valid prediction time.", "dynid score lorenz.dynid lorenz.csv --horizon 50 --starts 10"),
+    ),
+    "symbolic": (
+        ("Identify the governing equations, as LaTeX.", "dynid symbolic lorenz.csv --format latex"),
+        ("The equations as JSON, for other programs.", "dynid symbolic lorenz.csv --json > equations.json"),
+    ),
+    "discover-causal": (
+        ("Granger causality between the variables, as a Graphviz graph.", "dynid discover-causal lorenz.csv --method granger --max-lag 2 --format dot"),
+    ),
+    "report": (
+        ("An HTML report of a model and the equations.", "dynid report lorenz.dynid equations.json --data lorenz.csv -o report.html"),
+    ),
+    "models": (
+        ("The backends and their -p hyperparameters.", "dynid models"),
+    ),
+    "info": (
+        ("What a model file holds, as JSON.", "dynid info lorenz.dynid --json"),
+    ),
+    "man": (
+        ("Read the page of one command.", "dynid man forecast"),
+        ("Make 'man dynid-fit' work.", 'export MANPATH="$(dynid man --path):$MANPATH"'),
+    ),
+}
+
+
+def manpath_directory() -> Path:
+    """``man/`` inside the dynid package (package data): the directory to add to MANPATH."""
+    import dynid
+
+    return Path(dynid.__file__).resolve().parent / "man"
+
+
+def pages_directory() -> Path:
+    """The installed pages (section 1, where man(1) looks under a MANPATH entry);
+    ``python man/generate.py`` writes them there."""
+    return manpath_directory() / "man1"
+
+
+def page_commands() -> list[str]:
+    """The commands with an installed page (``fit``, ``forecast``, ...; not ``dynid`` itself)."""
+    return sorted(p.name.removeprefix("dynid-").removesuffix(".1") for p in pages_directory().glob("dynid-*.1"))
 
 
 def roff_escape(text: str) -> str:
@@ -96,6 +155,18 @@ def _describe(command, ctx, full_name: str, subcommands: tuple[tuple[str, str], 
     )
 
 
+def _examples(full_name: str) -> list[str]:
+    """The EXAMPLES section: the command's own examples, or for ``dynid`` one of each command."""
+    command = full_name.removeprefix("dynid").strip()
+    examples = EXAMPLES.get(command, ()) if command else tuple(e[0] for e in EXAMPLES.values())
+    if not examples:
+        return []
+    lines = [".SH EXAMPLES"]
+    for text, example in examples:
+        lines += [".PP", roff_escape(text), ".PP", ".RS 4", ".EX", roff_escape(example), ".EE", ".RE"]
+    return lines
+
+
 def pages(app: typer.Typer, date: str | None = None) -> dict[str, str]:
     """File name -> roff text for ``dynid`` and each subcommand."""
     stamp = date or _dt.date(2026, 1, 1).isoformat()
@@ -126,6 +197,7 @@ def _page(doc: CommandDoc, date: str) -> str:
         lines.append(".SH COMMANDS")
         for name, summary in doc.subcommands:
             lines += [".TP", f".B {roff_escape(name)}", roff_escape(summary)]
+    lines += _examples(doc.name)
     lines.append(".SH EXIT STATUS")
     for code, meaning in EXIT_STATUS:
         lines += [".TP", f".B {code}", roff_escape(meaning)]

@@ -159,22 +159,38 @@ _OUTPUT_PARAMS = [
 ]
 
 
-def with_options(*groups: str, json_flag: bool = True) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
-    """Decorate a command: add the named option groups and the output options."""
+# Commands without a JSON result still accept --json, hidden, to refuse it with a reason:
+# click's "no such option" would read as a typo, and ignoring it would break a script silently.
+_REFUSED_JSON = inspect.Parameter(
+    "json",
+    inspect.Parameter.KEYWORD_ONLY,
+    default=False,
+    annotation=Annotated[bool, typer.Option("--json", hidden=True)],
+)
+
+
+def with_options(*groups: str, no_json: Optional[str] = None) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+    """Decorate a command: add the named option groups and the output options.
+
+    ``no_json``: for a command with no JSON result, why (``"report writes an HTML file"``);
+    ``--json`` is then a usage error (exit 2) saying so.
+    """
 
     def decorate(command: Callable[..., Any]) -> Callable[..., Any]:
         signature = inspect.signature(command, eval_str=True)
         own = [p for p in signature.parameters.values() if p.name not in (*groups, "out")]
-        output_params = [p for p in _OUTPUT_PARAMS if json_flag or p.name != "json"]
+        output_params = [_REFUSED_JSON if no_json and p.name == "json" else p for p in _OUTPUT_PARAMS]
         added = [p for group in groups for p in _GROUPS[group][1]] + output_params
 
         @functools.wraps(command)
         def wrapper(**kwargs: Any) -> Any:
+            if no_json and kwargs["json"]:
+                raise UsageError(f"--json is not available here: {no_json}")
             for group in groups:
                 bundle, _ = _GROUPS[group]
                 kwargs[group] = bundle(**{f.name: kwargs.pop(f.name) for f in fields(bundle)})
             out = Output(
-                json=kwargs.pop("json", False),
+                json=kwargs.pop("json"),
                 quiet=kwargs.pop("quiet"),
                 verbose=kwargs.pop("verbose"),
             )

@@ -16,7 +16,7 @@ from dynid.cli.manpages import EXIT_STATUS, CommandDoc, OptionDoc, command_docs,
 from dynid.documents import SHAPES
 
 REFERENCE_PATH = "docs/cli.md"
-MAN_DIRECTORY = "man"
+MAN_DIRECTORY = "dynid/man/man1"  # package data: see manpages.pages_directory
 
 _INTRO = """\
 # dynid command reference
@@ -27,7 +27,7 @@ dynid/cli/reference.py, not this file. -->
 What scripts, pipelines and batch jobs may rely on: arguments, options, where output goes, the
 JSON documents and the exit codes. Commands may add options and output fields; renaming or
 dropping what is written here needs a deprecation period. Each command also has a man page
-(`man/`) and `--help`.
+(`dynid man COMMAND`; `dynid man --path` is the directory to add to `MANPATH`) and `--help`.
 """
 
 _DATA = """\

@@ -12,7 +12,7 @@ def register(app: typer.Typer) -> None:
     app.command("report")(report)
 
 
-@with_options("data", json_flag=False)
+@with_options("data", no_json="report writes an HTML file (-o); its inputs may be JSON results")
 def report(
     input_files: Annotated[list[str], typer.Argument(metavar="INPUT", help="Model files (.dynid) and JSON results of other dynid commands.")],
     output: Annotated[str, typer.Option("--output", "-o", help="The HTML file to write ('-' = stdout).")],
@@ -25,8 +25,7 @@ def report(
 ) -> None:
     """Write an HTML report of models, equations, causal graphs and forecasts (opens offline)."""
     from dynid.atomic import write_text
-    from dynid.cli.common import model_data_options
-    from dynid.modelfile import load_model
+    from dynid.cli.common import load_model_argument, model_data_options
     from dynid.report import build_report
     from dynid.report.sections import kind_notice
 
@@ -39,7 +38,7 @@ def report(
                 out.info(f"{path}: {notice}")
             results.append((path, doc))
         else:
-            models.append((path, load_model(path)))
+            models.append((path, load_model_argument(path, data_file)))
     dataset = None
     if data_file is not None:
         options = model_data_options(data, models[0][1].model) if models else data

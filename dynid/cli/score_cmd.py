@@ -17,7 +17,7 @@ def register(app: typer.Typer) -> None:
 
 @with_options("data")
 def score(
-    paths: Annotated[list[str], typer.Argument(metavar="MODEL... DATA", help="One or more .dynid model files, then the data to roll out on ('-' = stdin).")],
+    paths: Annotated[list[str], typer.Argument(metavar="MODEL... DATA", help="One or more .dynid model files ('-' = one model on stdin), then the data to roll out on ('-' = stdin).")],
     horizon: Annotated[int, typer.Option("--horizon", "-n", min=1, help="Steps per rollout.")] = 50,
     starts: Annotated[int, typer.Option("--starts", min=1, help="Number of rollout start points, spread evenly over DATA.")] = 20,
     lyapunov: Annotated[Optional[float], typer.Option("--lyapunov", help="Largest Lyapunov exponent (1/time): also report VPT in Lyapunov times.")] = None,
@@ -27,9 +27,8 @@ def score(
 ) -> None:
     """Score models by multi-step rollouts: RMSE, NRMSE and valid prediction time."""
     from dynid import api
-    from dynid.cli.common import model_data_options
+    from dynid.cli.common import load_model_argument, model_data_options
     from dynid.errors import UsageError
-    from dynid.modelfile import load_model
 
     if len(paths) < 2:
         raise UsageError("give MODEL... DATA: at least one model file and the data")
@@ -37,7 +36,7 @@ def score(
     results = []
     loaded_data: dict[Any, Any] = {}
     for path in model_paths:
-        model = load_model(path).model
+        model = load_model_argument(path, data_file, *(p for p in model_paths if p is not path)).model
         options = model_data_options(data, model)
         if options not in loaded_data:  # stdin can be read once: models with the same columns share it
             if data_file == "-" and loaded_data:

@@ -4,6 +4,7 @@ from typing import Annotated, Optional
 
 import typer
 
+from dynid.cli import completion
 from dynid.cli.options import OutputPath, ParamsOption, with_options
 from dynid.cli.output import Output
 
@@ -14,7 +15,7 @@ def register(app: typer.Typer) -> None:
 
 @with_options()
 def simulate(
-    system: Annotated[Optional[str], typer.Argument(metavar="SYSTEM", help="System name; --list shows the catalogue.")] = None,
+    system: Annotated[Optional[str], typer.Argument(metavar="SYSTEM", help="System name; --list shows the catalogue.", autocompletion=completion.systems)] = None,
     n: Annotated[Optional[int], typer.Option("--n", help="Number of samples [default: the system's].")] = None,
     dt: Annotated[Optional[float], typer.Option("--dt", help="Sampling interval [default: the system's].")] = None,
     noise: Annotated[float, typer.Option("--noise", help="Observation noise, as a fraction of each variable's standard deviation.")] = 0.0,

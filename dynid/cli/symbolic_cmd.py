@@ -4,6 +4,7 @@ from typing import Annotated, Optional
 
 import typer
 
+from dynid.cli import completion
 from dynid.cli.options import DataOptions, OutputPath, ParamsOption, RunOptions, with_options
 from dynid.cli.output import Output
 
@@ -24,7 +25,7 @@ def symbolic(
     discrete: Annotated[bool, typer.Option("--discrete", help="Identify a discrete-time map x[k+1] = f(x[k]).")] = False,
     ensemble: Annotated[Optional[int], typer.Option("--ensemble", min=0, help="Bootstrap models for inclusion probabilities and intervals (0: none) [default: 20].")] = None,
     jobs: Annotated[Optional[int], typer.Option("--jobs", "-j", min=0, help="Worker processes for the sweeps (0: one per CPU) [default: 1].")] = None,
-    output_format: Annotated[str, typer.Option("--format", help="text, latex or json (--json is the same as --format json).")] = "text",
+    output_format: Annotated[str, typer.Option("--format", help="text, latex or json (--json is the same as --format json).", autocompletion=completion.choices(FORMATS))] = "text",
     precision: Annotated[int, typer.Option("--precision", help="Significant digits of the coefficients in text and LaTeX (JSON keeps them all).")] = 6,
     save_model: Annotated[Optional[str], typer.Option("--save-model", help="Also write the identified model as a .dynid file.")] = None,
     output: OutputPath = None,

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import io
+from typing import Optional
 
 import numpy as np
 
@@ -10,16 +11,31 @@ from dynid.atomic import atomic_path, write_text
 from dynid.data.readers import is_hdf5
 
 
+def is_hdf5_target(target: str) -> bool:
+    """Whether ``write_table`` writes HDF5 (not CSV) to ``target``."""
+    return target != "-" and is_hdf5(target)
+
+
 def write_table(
-    target: str, time_name: str, t: np.ndarray, names: tuple[str, ...], values: np.ndarray
+    target: str,
+    time_name: str,
+    t: np.ndarray,
+    names: tuple[str, ...],
+    values: np.ndarray,
+    *,
+    time_origin: Optional[str] = None,
 ) -> None:
     """Write times (n,) and values (n, k) with a header to ``target``.
 
     ``.h5``/``.hdf5`` targets get a 2-D dataset ``/data`` (attribute ``columns``) with a 1-D
     ``/t`` beside it - the layout ``dynid.load`` reads back. Anything else (``-`` = stdout) is
     CSV; numbers are written with 17 significant digits so they read back bit-identically.
+    ``time_origin`` (CSV only): ``t`` are seconds since this ISO-8601 date-time and the time
+    column is written as date-times (``iso_times``).
     """
-    if target != "-" and is_hdf5(target):
+    if is_hdf5_target(target):
+        if time_origin is not None:
+            raise ValueError("date-time columns are written to CSV only")
         import h5py
 
         with atomic_path(target) as temp, h5py.File(temp, "w") as handle:
@@ -27,11 +43,25 @@ def write_table(
             data.attrs["columns"] = np.array(names, dtype=object)
             handle.create_dataset(time_name if time_name in ("t", "time") else "t", data=t)
         return
-    buffer = io.StringIO()
-    table = np.column_stack([t, values])
-    buffer.write(",".join(_csv_field(name) for name in (time_name, *names)) + "\n")
-    np.savetxt(buffer, table, delimiter=",", fmt="%.17g")
-    write_text(target, buffer.getvalue())
+    numbers = io.StringIO()
+    np.savetxt(numbers, np.asarray(values, dtype=float).reshape(len(t), -1), delimiter=",", fmt="%.17g")
+    times = iso_times(t, time_origin) if time_origin is not None else [f"{value:.17g}" for value in t]
+    header = ",".join(_csv_field(name) for name in (time_name, *names)) + "\n"
+    rows = zip(times, numbers.getvalue().splitlines(), strict=True)
+    write_text(target, header + "".join(f"{when},{row}\n" for when, row in rows))
+
+
+def iso_times(t: np.ndarray, origin: str) -> list[str]:
+    """Seconds (n,) since ``origin`` (ISO-8601 as ``Dataset.time_origin``: ``Z`` = UTC) as
+    ISO-8601 date-times in the same zone, to the microsecond at most: the unit is the coarsest
+    (s, ms, us) that shows every time exactly."""
+    utc = origin.endswith("Z")
+    start = np.datetime64(origin.removesuffix("Z"), "us")
+    # Microseconds are below the float error of times up to centuries, and above dt's rounding.
+    offsets = np.round(np.asarray(t, dtype=float) * 1e6).astype(np.int64)
+    unit = next(u for u, size in (("s", 10**6), ("ms", 10**3), ("us", 1)) if np.all(offsets % size == 0))
+    texts = np.datetime_as_string(start + offsets.astype("timedelta64[us]"), unit=unit)
+    return [text + "Z" if utc else text for text in texts.tolist()]
 
 
 def _csv_field(name: str) -> str:
