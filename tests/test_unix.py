@@ -153,9 +153,10 @@ def _systems():
         ("dynid man f", lambda: ["fit", "forecast"]),
     ],
 )
-def test_option_values_complete(cli, words, expected):
+def test_option_values_complete(cli_subprocess, words, expected):
+    # The shell calls the real program with these variables set; completion ends the process.
     env = {"_DYNID_COMPLETE": "complete_bash", "COMP_WORDS": words, "COMP_CWORD": str(len(words.split(" ")) - 1)}
-    result = cli(env=env)
+    result = cli_subprocess(env=env)
     assert result.returncode == 0, result.stderr
     assert result.stdout.decode().split() == expected()
 
