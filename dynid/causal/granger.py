@@ -23,7 +23,7 @@ from dynid.causal.fdr import adjust_pvalues, check_correction
 from dynid.causal.graph import CausalGraph, lagged_edges, pair_scores
 from dynid.data.dataset import Dataset
 from dynid.errors import DataError, UsageError
-from dynid.models.linear_tools import lagged_design
+from dynid.linear.design import lagged_design
 from dynid.params import Hyperparameters, param
 
 # A null-space direction component counts towards naming a variable above this fraction of the max.

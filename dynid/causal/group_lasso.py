@@ -39,7 +39,7 @@ from dynid.causal.granger import check_series
 from dynid.causal.graph import CausalGraph, Edge
 from dynid.data.dataset import Dataset
 from dynid.errors import DataError
-from dynid.models.linear_tools import lagged_design
+from dynid.linear.design import lagged_design
 
 P_VALUES_UNAVAILABLE = "not available: significance is the group-lasso support"
 LAMBDA_RULE = (

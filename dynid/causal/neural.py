@@ -57,7 +57,7 @@ from dynid.causal.graph import CausalGraph
 from dynid.causal.group_lasso import support_graph
 from dynid.data.dataset import Dataset
 from dynid.errors import ComputationError, ResourceUnavailable
-from dynid.models.linear_tools import lagged_design
+from dynid.linear.design import lagged_design
 from dynid.params import Hyperparameters, param
 
 if TYPE_CHECKING:
