@@ -68,13 +68,11 @@ def _import_nodes(node: ast.AST) -> Iterator[ast.Import | ast.ImportFrom]:
     """Every import statement under ``node`` at any depth, except in ``if TYPE_CHECKING:``
     bodies (their ``else`` branch runs, so it counts)."""
     for child in ast.iter_child_nodes(node):
-        if isinstance(child, ast.If) and _is_type_checking(child.test):
-            for statement in child.orelse:
-                yield from _import_nodes(ast.Module(body=[statement], type_ignores=[]))
-            continue
-        if isinstance(child, (ast.Import, ast.ImportFrom)):
-            yield child
-        yield from _import_nodes(child)
+        skip_body = isinstance(child, ast.If) and _is_type_checking(child.test)
+        for statement in child.orelse if skip_body else [child]:  # type: ignore[attr-defined]
+            if isinstance(statement, (ast.Import, ast.ImportFrom)):
+                yield statement
+            yield from _import_nodes(statement)
 
 
 def _absolute(module: str, is_package: bool, node: ast.ImportFrom) -> str:
