@@ -33,7 +33,7 @@ SHAPES: Final[dict[str, tuple[str, str]]] = {
     FIT: (
         "dynid fit --json",
         '"model_path", "model", "hyperparameters": {...}, "variables": [...], "inputs": [...], '
-        '"dt", "n_trials", "n_samples", "metrics": {...}, "fit_seconds", and with --model auto '
+        '"dt", "n_trials", "n_samples", "metrics": {...}, "fit_seconds", "seed", and with --model auto '
         '"ranking": [{"model", "status" (scored, failed, skipped), "nrmse", '
         '"valid_prediction_time", "diverged_rollouts", "fit_seconds", "reason"}] best first',
     ),
@@ -59,13 +59,13 @@ SHAPES: Final[dict[str, tuple[str, str]]] = {
         "dynid symbolic --json (or --format json)",
         '"variables": [...], "inputs": [...], "symbols": {"x0": "original name", ...}, '
         '"equations": [{"lhs": "x", "rhs": "-10.0*x + 10.0*y", "terms": [{"term": "x", '
-        '"coefficient": -10.0, ...}]}], "metrics": {...}',
+        '"coefficient": -10.0, ...}]}], "metrics": {...}, "seed"',
     ),
     CAUSAL: (
         "dynid discover-causal --json (or --format json)",
         '"variables": [...], "method", "max_lag", "alpha", "edges": [{"source", "target", "lag", '
         '"strength", "p_value", "significant"}], "score_matrix": [[...]], "adjacency": [[0|1, ...]], '
-        "then the method's own fields",
+        '"seed", then the method\'s own fields',
     ),
     DYNAMIC_STRENGTH: (
         "dynid discover-causal --method dynamic --dynamic-output FILE.json",

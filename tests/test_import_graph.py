@@ -21,13 +21,14 @@ from dynid.causal import registry
 
 PACKAGE_DIR = Path(dynid.__file__).parent
 
-# Modules any layer may import: errors, hyperparameter parsing, JSON conversion, atomic writes,
-# device/seed handling and the package root (its version).
+# Modules any layer may import: errors, hyperparameter parsing, JSON conversion and the JSON
+# document kinds, atomic writes, device/seed handling and the package root (its version).
 INFRASTRUCTURE = frozenset(
-    {"dynid", "dynid.errors", "dynid.params", "dynid.jsonable", "dynid.atomic", "dynid.runtime"}
+    {"dynid", "dynid.errors", "dynid.params", "dynid.jsonable", "dynid.documents", "dynid.atomic",
+     "dynid.runtime"}
 )
 # ARCHITECTURE.md's "may import" column for the packages below the API; packages not listed
-# (api, modelfile, report, cli, runner) may import every one of these.
+# (api, selection, modelfile, report, cli, runner) may import every one of these.
 MAY_IMPORT: dict[str, frozenset[str]] = {
     "dynid.data": frozenset(),
     "dynid.metrics": frozenset(),

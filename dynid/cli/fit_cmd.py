@@ -81,7 +81,7 @@ def fit(
             tagged(FIT, {
                 "model_path": path,
                 "model": model,
-                **{k: meta[k] for k in ("hyperparameters", "variables", "inputs", "dt", "n_trials", "n_samples", "metrics", "fit_seconds")},
+                **{k: meta[k] for k in ("hyperparameters", "variables", "inputs", "dt", "n_trials", "n_samples", "metrics", "fit_seconds", "seed")},
                 **({"ranking": ranking} if ranking is not None else {}),
             })
         )

@@ -56,7 +56,7 @@ def symbolic(
     dataset = data.load(data_files, out=out)
     with out.status("identifying equations"):
         fitted = api.identify_model(dataset, hyper, seed=run.seed, device=run.device)
-    result = api.equations_document(fitted.model)
+    result = api.equations_document(fitted.model, run.seed)
     if chosen == "json":
         text = to_text(result)
     else:
