@@ -113,6 +113,30 @@ def tagged(kind: str, body: Mapping[str, Any]) -> dict[str, Any]:
     return {"kind": kind, **{key: value for key, value in body.items() if key != "kind"}}
 
 
+def batch_line(
+    kind: str,
+    input: str,
+    *,
+    output: str | None = None,
+    error: str | None = None,
+    exit_code: int | None = None,
+    skipped: bool = False,
+    document: Mapping[str, Any] | None = None,
+) -> str:
+    """One input's line of a ``--each --json`` run: ``{"kind", "input", then "output" (null
+    when the line is the result) or "error" and "exit_code", "skipped": true for a --resume
+    skip, then the command's own fields}``, as one line of strict JSON."""
+    head: dict[str, Any] = {"kind": kind, "input": input}
+    if error is not None:
+        head.update(error=error, exit_code=exit_code)
+    else:
+        head["output"] = output
+    if skipped:
+        head["skipped"] = True
+    line = tagged(kind, {**head, **{k: v for k, v in (document or {}).items() if k not in head}})
+    return json.dumps(jsonable(line), allow_nan=False) + "\n"
+
+
 def listing(kind: str, entries: list[dict[str, Any]]) -> dict[str, Any]:
     """A list result as a document: ``{"kind": kind, kind: entries}``."""
     return tagged(kind, {kind: entries})
