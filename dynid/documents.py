@@ -101,6 +101,13 @@ SHAPES: Final[dict[str, tuple[str, str]]] = {
     ),
 }
 KINDS: Final = tuple(SHAPES)
+# The lines of a --each run (written by ``batch_line``); the command reference shows this text.
+BATCH_LINE: Final = (
+    'With --each and --json, one line per input, in input order: {"kind" (the command\'s), '
+    '"input", "output" (the file written; null when the line is the result, as for score) or '
+    '"error" and "exit_code", "skipped": true when --resume found the output done, then the '
+    "command's own fields}."
+)
 
 
 def tagged(kind: str, body: Mapping[str, Any]) -> dict[str, Any]:
