@@ -119,6 +119,17 @@ def test_each_on_score_forecast_and_causal(cli, folder):
     assert all(line["kind"] == "causal" and line["variables"] == ["x", "y"] for line in lines)
 
 
+def test_each_on_symbolic_writes_one_file_per_input(cli, folder):
+    result = cli("symbolic", "data/a.csv", "data/b.csv", "--each", "--json", "--ensemble", "0",
+                 "--library", "poly1", "-o", "eq/{stem}.json", cwd=folder)
+    assert result.returncode == 0
+    assert [(line["kind"], line["output"]) for line in _lines(result.stdout)] == [
+        ("symbolic", "eq/a.json"), ("symbolic", "eq/b.json")]
+    for stem in ("a", "b"):
+        document = json.loads((folder / "eq" / f"{stem}.json").read_text())
+        assert document["kind"] == "symbolic" and [e["lhs"] for e in document["equations"]] == ["x", "y"]
+
+
 def test_expand_inputs_sorts_globs_and_directories(folder):
     data = folder / "data"
     names = runner.expand_inputs([str(data / "*.csv"), str(data)])
@@ -229,4 +240,6 @@ def test_a_signal_ends_the_batch_promptly_without_partial_outputs(tmp_path, jobs
     assert b"Traceback" not in stderr
     written = sorted((tmp_path / "m").iterdir())
     assert len(written) < 60  # it stopped before the end
+    time.sleep(1.5)
+    assert sorted((tmp_path / "m").iterdir()) == written  # no worker outlived the batch
     assert all(path.suffix == ".dynid" and runner.output_is_valid(str(path)) for path in written)
