@@ -182,8 +182,10 @@ def output_is_valid(path: str) -> bool:
 
 # ------------------------------------------------------------------------------------- executors
 def worker_threads(jobs: int, cores: Optional[int] = None) -> int:
-    """BLAS/torch threads per worker so that ``jobs`` x threads <= cores (at least 1)."""
-    cores = cores or os.cpu_count() or 1
+    """BLAS/torch threads per worker so that ``jobs`` x threads <= cores (at least 1); cores
+    are those this process may run on (a SLURM or cgroup allocation, not the whole node)."""
+    if cores is None:
+        cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
     return max(1, cores // jobs)
 
 
