@@ -96,6 +96,8 @@ def test_bad_patterns_and_missing_pattern_are_usage_errors(cli, folder):
     missing = cli("symbolic", "data", "--each", cwd=folder)
     assert missing.returncode == 2 and b"-o PATTERN" in missing.stderr
     assert cli("fit", "data/a.csv", "--model", "var", "--jobs", "2", cwd=folder).returncode == 2
+    assert cli("score", "a.dynid", "data/a.csv", "--resume", cwd=folder).returncode == 2
+    assert cli("fit", "data", "--each", "--model", "var", "-o", "-", cwd=folder).returncode == 2
 
 
 def test_each_on_score_forecast_and_causal(cli, folder):

@@ -14,6 +14,7 @@ import importlib
 import json
 import os
 import sys
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Optional
@@ -44,7 +45,7 @@ class _CapturingOutput(Output):
         self.document: Optional[dict[str, Any]] = None
         self.text: Optional[str] = None
 
-    def emit_json(self, document: Any) -> None:
+    def emit_json(self, document: Mapping[str, Any]) -> None:
         self.document = dict(document)
 
     def emit_text(self, text: str) -> None:

@@ -256,8 +256,14 @@ def with_options(
                 from dynid.cli.batch import run_each
 
                 return run_each(key, each, kwargs, batch, out)
-            if batch is not None and (batch.shard or batch.jobs and "jobs" not in kwargs):
-                raise UsageError("--shard and --jobs run many inputs: add --each")
+            if batch is not None:
+                # Only the batch's own flags: symbolic's --jobs and training's --resume mean
+                # something without --each too.
+                alone = [flag for flag, given in (("--shard", batch.shard),
+                                                  ("--jobs", batch.jobs and "jobs" not in kwargs),
+                                                  ("--resume", batch.resume and "training" not in kwargs)) if given]
+                if alone:
+                    raise UsageError(f"{', '.join(alone)}: only with --each (many inputs, one job each)")
             return command(out=out, **kwargs)
 
         wrapper.__signature__ = signature.replace(parameters=own + added)  # type: ignore[attr-defined]
@@ -268,13 +274,11 @@ def with_options(
 
 
 def _shared(kwargs: dict[str, Any], name: str) -> Any:
-    """A batch option declared elsewhere: the command's own parameter or a bundle's field."""
+    """A batch option declared elsewhere: the command's own parameter (symbolic's --jobs) or
+    the training bundle's field (--resume; "training" is bundled before "batch")."""
     if name in kwargs:
         return kwargs[name]
-    for value in kwargs.values():
-        if hasattr(value, name) and not isinstance(value, BatchOptions):
-            return getattr(value, name)
-    return None
+    return getattr(kwargs.get("training"), name, None)
 
 
 ParamsOption = Annotated[
