@@ -245,3 +245,21 @@ def test_a_signal_ends_the_batch_promptly_without_partial_outputs(tmp_path, jobs
     time.sleep(1.5)
     assert sorted((tmp_path / "m").iterdir()) == written  # no worker outlived the batch
     assert all(path.suffix == ".dynid" and runner.output_is_valid(str(path)) for path in written)
+
+
+def _thread_settings(job: runner.Job) -> tuple[str, list[int]]:
+    """In a worker: its OMP_NUM_THREADS and the thread counts of the BLAS numpy loaded."""
+    import numpy  # noqa: F401 - loaded after the worker's limits, as a job would load it
+    from threadpoolctl import threadpool_info
+
+    return os.environ["OMP_NUM_THREADS"], [pool["num_threads"] for pool in threadpool_info()]
+
+
+def test_workers_run_blas_with_their_share_of_the_cores():
+    pytest.importorskip("threadpoolctl")
+    jobs = [runner.Job(f"in{k}", None) for k in range(4)]
+    results = list(runner.run_jobs(_thread_settings, jobs, workers=2))
+    assert [job for job, _ in results] == jobs  # input order
+    share = runner.worker_threads(2)
+    for _, (omp, blas) in results:
+        assert omp == str(share) and blas and all(n == share for n in blas)
