@@ -5,7 +5,7 @@ from typing import Annotated, Optional
 import typer
 
 from dynid.cli import completion
-from dynid.cli.options import DataOptions, OutputPath, ParamsOption, RunOptions, with_options
+from dynid.cli.options import DataOptions, EachSpec, OutputPath, ParamsOption, RunOptions, with_options
 from dynid.cli.output import Output
 
 FORMATS = ("text", "latex", "json")
@@ -15,7 +15,7 @@ def register(app: typer.Typer) -> None:
     app.command("symbolic")(symbolic)
 
 
-@with_options("data", "run")
+@with_options("data", "run", "batch", each=EachSpec("symbolic", data="data_files"))
 def symbolic(
     data_files: Annotated[list[str], typer.Argument(metavar="DATA", help="Data files or '-' for stdin.")],
     param: ParamsOption = None,
