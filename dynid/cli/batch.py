@@ -21,7 +21,7 @@ from typing import Any, Optional
 
 import typer
 
-from dynid.cli.options import BODIES, BatchOptions, EachSpec
+from dynid.cli.each import BODIES, BatchOptions, EachSpec
 from dynid.cli.output import Output
 from dynid.errors import UsageError
 from dynid.runner import Job

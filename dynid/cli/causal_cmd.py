@@ -9,7 +9,8 @@ from typing import Annotated, Any, Optional
 import typer
 
 from dynid.cli import completion
-from dynid.cli.options import DataOptions, EachSpec, OutputPath, ParamsOption, RunOptions, TrainingFlags
+from dynid.cli.each import EachSpec
+from dynid.cli.options import DataOptions, OutputPath, ParamsOption, RunOptions, TrainingFlags
 from dynid.cli.options import with_options
 from dynid.cli.output import Output
 

@@ -7,7 +7,8 @@ from typing import Annotated, Any, Optional
 
 import typer
 
-from dynid.cli.options import DataOptions, EachSpec, with_options
+from dynid.cli.each import EachSpec
+from dynid.cli.options import DataOptions, with_options
 from dynid.cli.output import Output
 
 

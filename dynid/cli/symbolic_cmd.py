@@ -5,7 +5,8 @@ from typing import Annotated, Optional
 import typer
 
 from dynid.cli import completion
-from dynid.cli.options import DataOptions, EachSpec, OutputPath, ParamsOption, RunOptions, with_options
+from dynid.cli.each import EachSpec
+from dynid.cli.options import DataOptions, OutputPath, ParamsOption, RunOptions, with_options
 from dynid.cli.output import Output
 
 FORMATS = ("text", "latex", "json")
