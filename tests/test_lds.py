@@ -13,6 +13,7 @@ from scipy.optimize import linear_sum_assignment
 
 from dynid import api
 from dynid.data.dataset import Dataset, Trial
+from dynid.errors import DataError
 from dynid.models.latent.kalman import StateSpace, kalman_filter, rts_smoother
 
 from conftest import write_csv
@@ -64,7 +65,7 @@ def dataset(y: np.ndarray, dt: float = 0.1) -> Dataset:
 def fitted(missing: float):
     """The lds fit (latent=4) on N_TRAIN samples with ``missing`` cells NaN, and the true states."""
     z, y = simulate_lds(true_system(), N_TRAIN, seed=1, missing=missing)
-    model = api.fit(dataset(y), "lds", {"latent": "4", "max_iter": 40}, device="cpu").model
+    model = api.fit(dataset(y), "lds", {"latent": 4, "max_iter": 40}, device="cpu").model
     return model, z, y
 
 
@@ -157,6 +158,13 @@ def test_smoothed_states_match_the_truth_up_to_a_linear_map():
     coef, *_ = np.linalg.lstsq(design, z, rcond=None)
     r2 = 1 - np.sum((z - design @ coef) ** 2, axis=0) / np.sum((z - z.mean(axis=0)) ** 2, axis=0)
     assert np.all(r2 > 0.9), r2
+
+
+def test_a_column_without_values_is_named():
+    _, y = simulate_lds(true_system(), 100, seed=4)
+    y[:, 3] = np.nan
+    with pytest.raises(DataError, match="'y3'"):
+        api.fit(dataset(y), "lds", {"latent": 2})
 
 
 def test_latent_auto_picks_four():

@@ -14,6 +14,7 @@ forecasts and intervals do not depend on it.
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -54,6 +55,15 @@ class LDSParams(Hyperparameters):
         1e-6, "EM stops when an iteration gains less log-likelihood than this per observed value"
     )
 
+    @classmethod
+    def from_values(cls, values: Mapping[str, object], *, option: str = "") -> Hyperparameters:
+        """As the base class's, and ``latent`` may also be given as an int (``{"latent": 4}``)."""
+        given = {
+            key: str(value) if key == "latent" and isinstance(value, int) and not isinstance(value, bool) else value
+            for key, value in values.items()
+        }
+        return super().from_values(given, option=option)
+
     def __post_init__(self) -> None:
         if self.latent != "auto" and not (self.latent.isdigit() and int(self.latent) >= 1):
             raise ValueError(f"latent must be a positive integer or auto, not {self.latent!r}")
@@ -85,6 +95,7 @@ class LDS(Backend):
     def _fit(self, data: Dataset, *, seed: int | None, device: str, progress: Any) -> None:
         params: LDSParams = self.params  # type: ignore[assignment]
         trials = [trial.x for trial in data.trials]
+        _require_every_variable(data)
         if params.latent == "auto":
             n, scores = _choose_latent(trials, params)
             self.metrics_["held_out_log_likelihood"] = {str(k): v for k, v in scores.items()}
@@ -198,6 +209,14 @@ class LDS(Backend):
         """eig(A): discrete-time (per step), (n,) complex."""
         self._check_fitted()
         return self.eigenvalues_
+
+
+def _require_every_variable(data: Dataset) -> None:
+    """DataError naming a variable with no observed value: it has no row of C to estimate."""
+    seen = np.any([~np.isnan(trial.x).all(axis=0) for trial in data.trials], axis=0)
+    if not seen.all():
+        column = data.variables[int(np.argmin(seen))]
+        raise DataError(f"{data.source}: column {column!r} has no value at all; leave it out with --columns")
 
 
 def _fit_n(trials: list[np.ndarray], n: int, params: LDSParams) -> EMResult:
