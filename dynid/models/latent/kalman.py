@@ -88,24 +88,23 @@ def kalman_filter(model: StateSpace, y: np.ndarray) -> Filtered:
     pmeans, pcovs = np.empty((steps, n)), np.empty((steps, n, n))
     loglik = np.zeros(steps)
     m, p = model.m0, model.p0
-    a, q = model.a, model.q
+    a, at, q = model.a, model.a.T, model.q
     for t in range(steps):
         if t > 0:
             m = a @ m
-            p = a @ p @ a.T + q
-            p = 0.5 * (p + p.T)
+            p = a @ p @ at + q
         pmeans[t], pcovs[t] = m, p
         if count[t]:
-            jt = j[t]
+            jt, ht = j[t], h[t]
             gain = eye + p @ jt  # I + P J: its determinant is |S| / |R_o|
             post = np.linalg.solve(gain, p)
             post = 0.5 * (post + post.T)
-            g = h[t] - jt @ m  # C_o^T R_o^-1 (innovation)
+            g = ht - jt @ m  # C_o^T R_o^-1 (innovation)
             correction = post @ g
-            _, logdet = np.linalg.slogdet(gain)
-            # e^T S^-1 e = e^T R^-1 e - g^T P_post g (Woodbury), e^T R^-1 e expanded in m.
-            maha = quad[t] - 2 * h[t] @ m + m @ jt @ m - g @ correction
-            loglik[t] = -0.5 * (const[t] + logdet + maha)
+            # e^T S^-1 e = e^T R^-1 e - g^T P_post g (Woodbury), with
+            # e^T R^-1 e = quad - 2 h.m + m.J m = quad - m.(g + h).
+            maha = quad[t] - m @ (g + ht) - g @ correction
+            loglik[t] = -0.5 * (const[t] + np.linalg.slogdet(gain)[1] + maha)
             m, p = m + correction, post
         means[t], covs[t] = m, p
     return Filtered(means, covs, pmeans, pcovs, loglik)
@@ -116,14 +115,17 @@ def rts_smoother(model: StateSpace, filtered: Filtered) -> Smoothed:
     means, covs = filtered.means.copy(), filtered.covs.copy()
     steps, n = means.shape
     cross = np.empty((max(steps - 1, 0), n, n))
-    a = model.a
+    if steps < 2:
+        return Smoothed(means, covs, cross)
+    # Every gain G_t = P_t A^T P_pred_{t+1}^-1 at once, from solves with the symmetric
+    # predicted covariances.
+    gains = np.linalg.solve(filtered.predicted_covs[1:], model.a @ filtered.covs[:-1]).transpose(0, 2, 1)
     for t in range(steps - 2, -1, -1):
-        # G = P_t A^T P_pred_{t+1}^-1, from a solve with the symmetric predicted covariance.
-        gain = np.linalg.solve(filtered.predicted_covs[t + 1], a @ filtered.covs[t]).T
+        gain = gains[t]
         means[t] = filtered.means[t] + gain @ (means[t + 1] - filtered.predicted_means[t + 1])
         cov = filtered.covs[t] + gain @ (covs[t + 1] - filtered.predicted_covs[t + 1]) @ gain.T
         covs[t] = 0.5 * (cov + cov.T)
-        cross[t] = covs[t + 1] @ gain.T
+    cross[:] = covs[1:] @ gains.transpose(0, 2, 1)
     return Smoothed(means, covs, cross)
 
 
