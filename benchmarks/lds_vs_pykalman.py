@@ -20,7 +20,7 @@ from pathlib import Path
 import numpy as np
 
 from dynid.models.latent.em import expectations, log_likelihood, maximise
-from dynid.models.latent.subspace import subspace_start
+from dynid.linear.subspace import subspace_start
 
 HERE = Path(__file__).resolve().parent
 

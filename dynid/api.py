@@ -242,8 +242,8 @@ def identify(
     ``discrete=True``, ...), or ``params`` as for ``fit``; not both. ``identify_model`` also
     returns the fitted model (to save it).
     """
-    return equations_document(identify_model(data, params, seed=seed, device=device,
-                                             progress=progress, **options).model)
+    fitted = identify_model(data, params, seed=seed, device=device, progress=progress, **options)
+    return equations_document(fitted.model, seed)
 
 
 def identify_model(
@@ -260,12 +260,12 @@ def identify_model(
                progress=progress)
 
 
-def equations_document(model: Backend) -> dict[str, Any]:
+def equations_document(model: Backend, seed: int | None = None) -> dict[str, Any]:
     """The equations of a fitted equation backend (``symbolic``, ``sindy``) as the ``symbolic``
-    JSON document."""
+    JSON document; ``seed``, the fit's (its bootstrap ensemble's) seed, is recorded in it."""
     from dynid.symbolic import equations_result
 
-    return tagged(SYMBOLIC, equations_result(model))
+    return tagged(SYMBOLIC, {**equations_result(model), "seed": seed})
 
 
 def discover_causal(
@@ -309,7 +309,7 @@ def discover_causal(
         **({"training": training} if training is not None else {}),
     )
     if clusters is None:
-        return cls(hyper).discover(data, settings)
+        return _with_seed(cls(hyper).discover(data, settings), seed)
     from dynid.causal.clusters import check_clusters, cluster_granger, parse_clusters
 
     if method not in CLUSTER_METHODS:
@@ -320,7 +320,13 @@ def discover_causal(
         groups = parse_clusters(clusters, data.variables)
     else:
         groups = check_clusters(clusters, data.variables)
-    return cluster_granger(data, groups, settings)
+    return _with_seed(cluster_granger(data, groups, settings), seed)
+
+
+def _with_seed(graph: CausalGraph, seed: int | None) -> CausalGraph:
+    """Every result records its seed (permutation tests, surrogates and training use it)."""
+    graph.extra.setdefault("seed", seed)
+    return graph
 
 
 def causal_document(graph: CausalGraph) -> dict[str, Any]:

@@ -34,7 +34,7 @@ SHAPES: Final[dict[str, tuple[str, str]]] = {
     FIT: (
         "dynid fit --json",
         '"model_path", "model", "hyperparameters": {...}, "variables": [...], "inputs": [...], '
-        '"dt", "n_trials", "n_samples", "metrics": {...}, "fit_seconds", and with --model auto '
+        '"dt", "n_trials", "n_samples", "metrics": {...}, "fit_seconds", "seed", and with --model auto '
         '"ranking": [{"model", "status" (scored, failed, skipped), "nrmse", '
         '"valid_prediction_time", "diverged_rollouts", "fit_seconds", "reason"}] best first',
     ),
@@ -67,13 +67,13 @@ SHAPES: Final[dict[str, tuple[str, str]]] = {
         "dynid symbolic --json (or --format json)",
         '"variables": [...], "inputs": [...], "symbols": {"x0": "original name", ...}, '
         '"equations": [{"lhs": "x", "rhs": "-10.0*x + 10.0*y", "terms": [{"term": "x", '
-        '"coefficient": -10.0, ...}]}], "metrics": {...}',
+        '"coefficient": -10.0, ...}]}], "metrics": {...}, "seed"',
     ),
     CAUSAL: (
         "dynid discover-causal --json (or --format json)",
         '"variables": [...], "method", "max_lag", "alpha", "edges": [{"source", "target", "lag", '
         '"strength", "p_value", "significant"}], "score_matrix": [[...]], "adjacency": [[0|1, ...]], '
-        "then the method's own fields",
+        '"seed", then the method\'s own fields',
     ),
     DYNAMIC_STRENGTH: (
         "dynid discover-causal --method dynamic --dynamic-output FILE.json",
@@ -109,6 +109,13 @@ SHAPES: Final[dict[str, tuple[str, str]]] = {
     ),
 }
 KINDS: Final = tuple(SHAPES)
+# The lines of a --each run (written by ``batch_line``); the command reference shows this text.
+BATCH_LINE: Final = (
+    'With --each and --json, one line per input, in input order: {"kind" (the command\'s), '
+    '"input", "output" (the file written; null when the line is the result, as for score) or '
+    '"error" and "exit_code", "skipped": true when --resume found the output done, then the '
+    "command's own fields}."
+)
 
 
 def tagged(kind: str, body: Mapping[str, Any]) -> dict[str, Any]:
@@ -119,6 +126,30 @@ def tagged(kind: str, body: Mapping[str, Any]) -> dict[str, Any]:
     if body.get("kind", kind) != kind:
         raise ValueError(f"document of kind {body['kind']!r} tagged as {kind!r}")
     return {"kind": kind, **{key: value for key, value in body.items() if key != "kind"}}
+
+
+def batch_line(
+    kind: str,
+    input: str,
+    *,
+    output: str | None = None,
+    error: str | None = None,
+    exit_code: int | None = None,
+    skipped: bool = False,
+    document: Mapping[str, Any] | None = None,
+) -> str:
+    """One input's line of a ``--each --json`` run: ``{"kind", "input", then "output" (null
+    when the line is the result) or "error" and "exit_code", "skipped": true for a --resume
+    skip, then the command's own fields}``, as one line of strict JSON."""
+    head: dict[str, Any] = {"kind": kind, "input": input}
+    if error is not None:
+        head.update(error=error, exit_code=exit_code)
+    else:
+        head["output"] = output
+    if skipped:
+        head["skipped"] = True
+    line = tagged(kind, {**head, **{k: v for k, v in (document or {}).items() if k not in head}})
+    return json.dumps(jsonable(line), allow_nan=False) + "\n"
 
 
 def listing(kind: str, entries: list[dict[str, Any]]) -> dict[str, Any]:

@@ -9,7 +9,8 @@ import numpy as np
 import pytest
 
 from dynid.causal import CausalSettings, discover
-from dynid.causal.te import TEParams, TransferEntropy, default_permutations, lone_link_can_pass
+from dynid.causal.common import default_permutations, lone_link_can_pass
+from dynid.causal.te import TEParams, TransferEntropy
 from dynid.data.dataset import Dataset
 from dynid.errors import DataError, UsageError
 

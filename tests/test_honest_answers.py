@@ -237,3 +237,19 @@ def test_fit_auto_on_the_command_line(tmp_path, cli):
     assert cli("info", model).returncode == 0
     assert cli("fit", data, "--model", "auto", "-p", "rank=2", "-o", model).returncode == 2
     assert cli("fit", data, "--model", "var", "--max-time", "5", "-o", model).returncode == 2
+
+
+def test_stochastic_commands_are_reproducible_by_default_and_record_the_seed(tmp_path, cli):
+    data = tmp_path / "vdp.csv"
+    data.write_bytes(cli("simulate", "vanderpol", "--n", "300", "--noise", "0.02").stdout)
+    first = cli("symbolic", data, "--json", "--library", "poly3")
+    again = cli("symbolic", data, "--json", "--library", "poly3")
+    assert first.returncode == 0, first.stderr
+    assert first.stdout == again.stdout  # the bootstrap ensemble is seeded by default
+    doc = json.loads(first.stdout)
+    assert doc["seed"] == 0 and "inclusion_probability" in doc["equations"][0]["terms"][0]
+    other = json.loads(cli("symbolic", data, "--json", "--library", "poly3", "--seed", "5").stdout)
+    assert other["seed"] == 5
+    causal = [json.loads(cli("discover-causal", data, "--method", "te", "--max-lag", "2", "--json").stdout)
+              for _ in range(2)]
+    assert causal[0] == causal[1] and causal[0]["seed"] == 0

@@ -14,7 +14,7 @@ from scipy.optimize import linear_sum_assignment
 from dynid import api
 from dynid.data.dataset import Dataset, Trial
 from dynid.errors import DataError
-from dynid.models.latent.kalman import StateSpace, kalman_filter, rts_smoother
+from dynid.linear.kalman import StateSpace, kalman_filter, rts_smoother
 
 from conftest import write_csv
 

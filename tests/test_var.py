@@ -7,7 +7,8 @@ import pytest
 
 from dynid.data.dataset import Dataset, Trial
 from dynid.errors import ComputationError, DataError, UsageError
-from dynid.models.var import VAR, fit_var_least_squares
+from dynid.linear.least_squares import fit_var_least_squares
+from dynid.models.var import VAR
 
 D = 4
 _rng = np.random.default_rng(0)

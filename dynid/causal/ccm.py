@@ -55,8 +55,13 @@ from scipy.spatial import cKDTree
 
 from dynid.causal.base import CausalMethod, CausalSettings
 from dynid.causal.fdr import adjust_pvalues
+from dynid.causal.common import (
+    check_series,
+    default_permutations,
+    lone_link_can_pass,
+    usable_rows,
+)
 from dynid.causal.graph import CausalGraph, Edge
-from dynid.causal.te import check_series, default_permutations, lone_link_can_pass
 from dynid.data.dataset import Dataset
 from dynid.errors import DataError
 from dynid.params import Hyperparameters, param
@@ -401,7 +406,7 @@ def _graph(data: Dataset, settings: CausalSettings, skill: np.ndarray, best_lag:
 
 def _check(data: Dataset, params: CCMParams, lags: int) -> None:
     start = max((params.max_E - 1) * params.max_tau + 1, lags)
-    rows = sum(max(trial.n_samples - start, 0) for trial in data.trials)
+    rows = usable_rows(data, start)
     needed = _ROWS_PER_DIMENSION * (params.max_E + 1)
     check_series(
         data, "CCM", enough=rows >= needed,

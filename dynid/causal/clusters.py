@@ -31,7 +31,7 @@ from dynid.causal.granger import granger
 from dynid.causal.graph import CausalGraph, lagged_edges, pair_scores
 from dynid.data.dataset import Dataset
 from dynid.errors import DataError, UsageError
-from dynid.models.linear_tools import lagged_design
+from dynid.linear.design import lagged_design
 
 SYNTAX = '"NAME=var1,var2;NAME2=var3,..."'
 

@@ -296,7 +296,7 @@ def perturbation_strength(
     """
     from scipy.ndimage import gaussian_filter1d
 
-    from dynid.models.linear_tools import fit_var_least_squares
+    from dynid.linear.least_squares import fit_var_least_squares
 
     lags, d = settings.max_lag, data.n_variables
     fit = fit_var_least_squares([trial.x for trial in data.trials], lags, trend=True)

@@ -18,12 +18,16 @@ import numpy as np
 from scipy import linalg, stats
 
 from dynid.causal.base import CausalMethod, CausalSettings
-from dynid.causal.checks import check_values
+from dynid.causal.common import (
+    check_columns_after_lags,
+    check_lagged_regression,
+    check_lambda,
+)
 from dynid.causal.fdr import adjust_pvalues, check_correction
 from dynid.causal.graph import CausalGraph, lagged_edges, pair_scores
 from dynid.data.dataset import Dataset
 from dynid.errors import DataError, UsageError
-from dynid.models.linear_tools import lagged_design
+from dynid.linear.design import lagged_design
 from dynid.params import Hyperparameters, param
 
 # A null-space direction component counts towards naming a variable above this fraction of the max.
@@ -47,8 +51,6 @@ class GrangerParams(Hyperparameters):
     )
 
     def __post_init__(self) -> None:
-        from dynid.causal.group_lasso import check_lambda
-
         if self.lam is not None and self.penalty != "group-lasso":
             raise ValueError("lam is only used with penalty=group-lasso")
         check_lambda(self.lam)
@@ -109,7 +111,7 @@ def granger(
     _check_options(max_lag, alpha, correction)
     d, lags = data.n_variables, int(max_lag)
     # 1 + d*L coefficients per target plus at least one residual degree of freedom.
-    check_series(data, lags, d * lags + 2, f"max_lag={lags} with {d} variables")
+    check_lagged_regression(data, lags, d * lags + 2, f"max_lag={lags} with {d} variables")
     lagged = lagged_design([trial.x for trial in data.trials], lags, trend=False)
     design, target = lagged.regressors, lagged.targets
     n_rows = design.shape[0]
@@ -117,7 +119,7 @@ def granger(
 
     # Centre and scale the lagged columns: the intercept is then orthogonal to them and the QR is
     # well conditioned; slopes' t-statistics do not change, coefficients are rescaled below.
-    _check_design_columns(data, design, lags)
+    check_columns_after_lags(data, design, lags)
     std = design.std(axis=0)
     z = design
     z -= design.mean(axis=0)  # in place: the raw design is not needed again
@@ -213,39 +215,6 @@ def _check_options(max_lag: int, alpha: float, correction: str) -> None:
             f"--alpha must be a significance level strictly between 0 and 1, got {alpha!r}"
         )
     check_correction(correction)
-
-
-def check_series(data: Dataset, lags: int, min_rows: int, need: str) -> None:
-    """DataError for data no lagged regression can use (shared by the Granger-type methods).
-
-    Fewer than ``min_rows`` regression rows (a trial of n samples gives ``n - lags``). ``need`` names what
-    needs the rows, for the message, e.g. "max_lag=5 with 4 variables"; then ``check_values``
-    (missing values, a constant column, irregular sampling).
-    """
-    n_rows = sum(max(trial.n_samples - lags, 0) for trial in data.trials)
-    if n_rows < min_rows:
-        if data.n_trials == 1:
-            raise DataError(
-                f"{data.source}: {need} needs at least {min_rows + lags} samples, "
-                f"got {data.n_samples}; use a smaller --max-lag"
-            )
-        raise DataError(
-            f"{data.source}: {need} needs at least {min_rows} regression rows (a trial of n "
-            f"samples gives n - {lags}), the {data.n_trials} trials give {n_rows}; use a smaller "
-            "--max-lag or longer trials"
-        )
-    check_values(data, "Granger")
-
-
-def _check_design_columns(data: Dataset, design: np.ndarray, lags: int) -> None:
-    """A column constant over the regression rows only (it varied in the dropped first rows)."""
-    d = data.n_variables
-    for col in np.flatnonzero(np.all(design == design[0], axis=0)):
-        name = data.variables[col % d]
-        raise DataError(
-            f"{data.source}: column '{name}' is constant once the first {lags} samples of each "
-            "trial are set aside for lags; drop it"
-        )
 
 
 def _check_residuals(data: Dataset, rss: np.ndarray, y: np.ndarray) -> None:

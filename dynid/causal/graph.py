@@ -230,6 +230,36 @@ def pair_scores(p_value: np.ndarray) -> np.ndarray:
     return np.where(off_diagonal, -np.log10(np.maximum(smallest, P_FLOOR)), 0.0)
 
 
+# ``extra["p_values"]`` of a graph whose significance is a penalty's support (``support_graph``).
+P_VALUES_UNAVAILABLE = "not available: significance is the group-lasso support"
+
+
+def support_graph(
+    variables: tuple[str, ...], method: str, max_lag: int, alpha: float, strength: np.ndarray,
+    significant: np.ndarray, score: np.ndarray, extra: dict[str, Any],
+) -> CausalGraph:
+    """A CausalGraph for a sparsity-based method, whose significance is its support.
+
+    strength, significant: (d, d, max_lag) ``[source][target][lag - 1]``; score: (d, d).
+    Every edge's p-value is NaN (null in JSON) and ``extra["p_values"]`` says why; self-links
+    are not edges.
+    """
+    d = len(variables)
+    cross = ~np.eye(d, dtype=bool)
+    significant = significant & cross[:, :, None]
+    no_p_values = np.full(significant.shape, np.nan)
+    return CausalGraph(
+        variables=variables,
+        method=method,
+        max_lag=max_lag,
+        alpha=float(alpha),
+        edges=lagged_edges(variables, strength, no_p_values, significant, range(1, max_lag + 1)),
+        score_matrix=np.where(cross, score, 0.0),
+        adjacency=significant.any(axis=2).astype(np.int8),
+        extra={"p_values": P_VALUES_UNAVAILABLE, **extra},
+    )
+
+
 def _json_float(value: float) -> float | None:
     value = float(value)
     return value if math.isfinite(value) else None

@@ -35,13 +35,17 @@ from typing import Any
 
 import numpy as np
 
-from dynid.causal.granger import check_series
-from dynid.causal.graph import CausalGraph, Edge
+from dynid.causal.common import (
+    check_lagged_regression,
+    lambda_rule,
+    mean_and_standard_error,
+    one_standard_error,
+)
+from dynid.causal.graph import CausalGraph, support_graph
 from dynid.data.dataset import Dataset
 from dynid.errors import DataError
-from dynid.models.linear_tools import lagged_design
+from dynid.linear.design import lagged_design
 
-P_VALUES_UNAVAILABLE = "not available: significance is the group-lasso support"
 LAMBDA_RULE = (
     "largest lambda within one standard error of the minimum {k}-fold CV error, per target"
 )
@@ -113,7 +117,7 @@ def group_lasso_var(
     grid = lam_max[None, :] * lambda_ratio**ratio
     path, kkt = solver.path(grid)
     cv_error, cv_se = _cross_validate(problem, lags, grid, n_folds, tol, max_iter)
-    chosen = _one_standard_error(cv_error, cv_se)
+    chosen, _ = one_standard_error(cv_error, cv_se, grid)
     targets = np.arange(problem.d)
     b = path[chosen, :, targets].T  # (L*d, d): each target's coefficients at its own lam
     n_active = (_group_norms(path, lags) > 0).sum(axis=1) - 1  # (K, d), self group excluded
@@ -138,12 +142,14 @@ def group_lasso_granger(
     n_folds = 5
     lags = int(max_lag)
     # Every fold must leave rows to fit and to score: two per fold at the very least.
-    check_series(data, lags, max(2 * n_folds, 10), f"group-lasso Granger (max_lag={lags})")
+    check_lagged_regression(
+        data, lags, max(2 * n_folds, 10), f"group-lasso Granger (max_lag={lags})"
+    )
     fit = group_lasso_var([trial.x for trial in data.trials], lags, lam, n_folds=n_folds)
     strength = np.repeat(fit.group_norm[:, :, None], lags, axis=2)
     extra: dict[str, Any] = {
         "penalty": "group-lasso",
-        "lambda_rule": "given" if lam is not None else LAMBDA_RULE.format(k=n_folds),
+        "lambda_rule": lambda_rule(lam, LAMBDA_RULE.format(k=n_folds)),
         "lambda": fit.lam,
         "strength_kind": "group_norm_standardised",
         "score_kind": "entry_penalty",
@@ -158,42 +164,6 @@ def group_lasso_granger(
     return support_graph(data.variables, "granger", lags, alpha, strength,
                          np.repeat(fit.support[:, :, None], lags, axis=2), fit.entry_penalty,
                          extra)
-
-
-def support_graph(
-    variables: tuple[str, ...], method: str, max_lag: int, alpha: float, strength: np.ndarray,
-    significant: np.ndarray, score: np.ndarray, extra: dict[str, Any],
-) -> CausalGraph:
-    """A CausalGraph for a sparsity-based method, whose significance is its support.
-
-    strength, significant: (d, d, max_lag) ``[source][target][lag - 1]``; score: (d, d).
-    Every edge's p-value is NaN (null in JSON) and ``extra["p_values"]`` says why; self-links
-    are not edges.
-    """
-    d = len(variables)
-    cross = ~np.eye(d, dtype=bool)
-    significant = significant & cross[:, :, None]
-    edges = [
-        Edge(variables[s], variables[t], k + 1, float(strength[s, t, k]), float("nan"),
-             bool(significant[s, t, k]))
-        for s in range(d) for t in range(d) if s != t for k in range(max_lag)
-    ]
-    return CausalGraph(
-        variables=variables,
-        method=method,
-        max_lag=max_lag,
-        alpha=float(alpha),
-        edges=edges,
-        score_matrix=np.where(cross, score, 0.0),
-        adjacency=significant.any(axis=2).astype(np.int8),
-        extra={"p_values": P_VALUES_UNAVAILABLE, **extra},
-    )
-
-
-def check_lambda(lam: float | None) -> None:
-    """ValueError unless ``lam`` is None or a finite number > 0 (for Params.__post_init__)."""
-    if lam is not None and not (np.isfinite(lam) and lam > 0):
-        raise ValueError(f"lam must be a number > 0 (or none, to choose it), got {lam!r}")
 
 
 # -- internals ------------------------------------------------------------------------------------
@@ -344,12 +314,4 @@ def _cross_validate(
         path, _ = solver.path(grid)
         predicted = np.einsum("np,kpd->nkd", problem.z[test], path)
         squared[test] = (problem.y[test][:, None, :] - predicted) ** 2
-    return squared.mean(axis=0), squared.std(axis=0) / np.sqrt(n)
-
-
-def _one_standard_error(error: np.ndarray, se: np.ndarray) -> np.ndarray:
-    """(d,) per target the first path index (largest lam) within one SE of the minimum error."""
-    targets = np.arange(error.shape[1])
-    best = np.argmin(error, axis=0)
-    within = error <= (error[best, targets] + se[best, targets])[None, :]
-    return np.argmax(within, axis=0)  # first True along the path
+    return mean_and_standard_error(squared, axis=0)

@@ -55,12 +55,17 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from dynid.causal.base import CausalMethod, CausalSettings
-from dynid.causal.granger import check_series
-from dynid.causal.graph import CausalGraph
-from dynid.causal.group_lasso import support_graph
+from dynid.causal.common import (
+    check_lagged_regression,
+    check_lambda,
+    lambda_rule,
+    mean_and_standard_error,
+    one_standard_error,
+)
+from dynid.causal.graph import CausalGraph, support_graph
 from dynid.data.dataset import Dataset
 from dynid.errors import ComputationError, ResourceUnavailable
-from dynid.models.linear_tools import lagged_design
+from dynid.linear.design import lagged_design
 from dynid.params import Hyperparameters, param
 from dynid.runtime import torch_threads
 from dynid.training import (TrainingConfig, TrainingOptions, TrainingSession, TrainingStep,
@@ -109,8 +114,7 @@ class NeuralParams(Hyperparameters):
             raise ValueError(f"hidden must be >= 1, got {self.hidden}")
         if self.max_iter < 1:
             raise ValueError(f"max_iter must be >= 1, got {self.max_iter}")
-        if self.lam is not None and not (math.isfinite(self.lam) and self.lam > 0):
-            raise ValueError(f"lam must be > 0 (or none, to choose it), got {self.lam}")
+        check_lambda(self.lam)
         if not (math.isfinite(self.lam_ridge) and self.lam_ridge >= 0):
             raise ValueError(f"lam_ridge must be >= 0, got {self.lam_ridge}")
         for name in ("lr", "tolerance"):
@@ -143,11 +147,11 @@ class NeuralGranger(CausalMethod):
         assert isinstance(params, NeuralParams)
         lags = settings.max_lag
         # A held-out fifth needs rows enough to rank supports: 50 in all at the least.
-        check_series(data, lags, 50, f"neural Granger (max_lag={lags})")
+        check_lagged_regression(data, lags, 50, f"neural Granger (max_lag={lags})")
         fit = fit_cmlp([trial.x for trial in data.trials], lags, params, seed=settings.seed,
                        device=settings.device, training=settings.training)
         extra: dict[str, Any] = {
-            "lambda_rule": "given" if params.lam is not None else LAMBDA_RULE,
+            "lambda_rule": lambda_rule(params.lam, LAMBDA_RULE),
             "lambda": fit.lam,
             "strength_kind": "first_layer_weight_norm",
             "score_kind": "exit_penalty",
@@ -561,32 +565,19 @@ def _lambda_path(  # type: ignore[no-untyped-def]
         squared.append(relaxed_errors[key])
         active.append(support.sum(axis=1))
         snapshots.append(model.clone())
-        _, within, _ = _one_standard_error(np.array(squared))
+        mse, se = mean_and_standard_error(np.array(squared), axis=1)
+        _, within = one_standard_error(mse, se, np.array(lambdas))
         if np.all((active[-1] == 0) | ~within[-1]) or trainer.session.time_up:
             break
-    chosen, _, se = _one_standard_error(np.array(squared))
-    path = {"lambda": np.array(lambdas), "validation_mse": np.mean(squared, axis=1),
+    mse, se = mean_and_standard_error(np.array(squared), axis=1)
+    chosen, _ = one_standard_error(mse, se, np.array(lambdas))
+    path = {"lambda": np.array(lambdas), "validation_mse": mse,
             "validation_se": se, "n_active": np.array(active), "chosen": chosen}
     return path, snapshots, iterations
 
 
 def _path_lambdas() -> list[float]:
     return [LAMBDA_START * LAMBDA_FACTOR**k for k in range(MAX_LAMBDAS)]
-
-
-def _one_standard_error(squared: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """The 1-SE rule on validation errors (K, rows, d) of K path points, per target.
-
-    A point is within when its mean error is at most the smallest mean error plus that mean's
-    standard error (the spread of the squared errors over sqrt(rows)). Returns the last point
-    within (d,), the within flags (K, d) and every point's standard error (K, d).
-    """
-    mse = squared.mean(axis=1)
-    se = squared.std(axis=1) / math.sqrt(squared.shape[1])
-    targets = np.arange(squared.shape[2])
-    best = np.argmin(mse, axis=0)
-    within = mse <= (mse[best, targets] + se[best, targets])[None, :]
-    return squared.shape[0] - 1 - np.argmax(within[::-1], axis=0), within, se
 
 
 def _exit_penalty(lambdas: np.ndarray, norms: np.ndarray) -> np.ndarray:

@@ -29,8 +29,8 @@ from typing import Any, Literal
 import numpy as np
 from numpy.lib.stride_tricks import sliding_window_view
 
-from dynid.causal.checks import check_values
 from dynid.causal.base import CausalMethod, CausalSettings
+from dynid.causal.common import check_columns_after_lags, check_values, usable_rows
 from dynid.causal.citests import CITest, CMIKnn, ParCorr
 from dynid.causal.fdr import adjust_pvalues
 from dynid.causal.graph import CausalGraph, lagged_edges, pair_scores
@@ -126,7 +126,7 @@ def pcmci(data: Dataset, params: PCMCIParams, settings: CausalSettings) -> Causa
     lags = range(params.tau_min, max_lag + 1)
     _check_data(data, max_lag, len(lags))
     columns = node_matrix([trial.x for trial in data.trials], 2 * max_lag)
-    _check_columns(data, columns, max_lag)
+    check_columns_after_lags(data, columns, 2 * max_lag)
     test = _make_test(columns, params, settings)
 
     candidates = [lag * d + i for i in range(d) for lag in lags]  # tigramite's order
@@ -264,7 +264,7 @@ def _make_test(columns: np.ndarray, params: PCMCIParams, settings: CausalSetting
 def _check_data(data: Dataset, max_lag: int, n_lags: int) -> None:
     check_values(data, "PCMCI")
     d, depth = data.n_variables, 2 * max_lag
-    n_rows = sum(max(trial.n_samples - depth, 0) for trial in data.trials)
+    n_rows = usable_rows(data, depth)
     # The largest MCI conditioning set has 2 * d * n_lags - 1 nodes; its t-test needs dof >= 1.
     needed = 2 * d * n_lags + 2
     if n_rows < needed:
@@ -272,14 +272,4 @@ def _check_data(data: Dataset, max_lag: int, n_lags: int) -> None:
             f"{data.source}: PCMCI with max_lag={max_lag} and {d} variables needs at least "
             f"{needed} rows (a trial of n samples gives n - {depth}, as conditions reach back "
             f"2 * max_lag), got {n_rows}; use a smaller --max-lag or more samples"
-        )
-
-
-def _check_columns(data: Dataset, columns: np.ndarray, max_lag: int) -> None:
-    """A variable constant over the rows actually used (it varied only in the dropped ones)."""
-    d = data.n_variables
-    for col in np.flatnonzero(np.all(columns == columns[0], axis=0)):
-        raise DataError(
-            f"{data.source}: column '{data.variables[col % d]}' is constant once the first "
-            f"{2 * max_lag} samples of each trial are set aside for lags; drop it"
         )

@@ -28,24 +28,26 @@ p-values), so only links that look real run every permutation.
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 from typing import Literal
 
 import numpy as np
 
-from dynid.causal.checks import check_values
 from dynid.causal.base import CausalMethod, CausalSettings
+from dynid.causal.common import (
+    check_series,
+    default_permutations,
+    lone_link_can_pass,
+    usable_rows,
+)
 from dynid.causal.fdr import adjust_pvalues
 from dynid.causal.graph import CausalGraph, lagged_edges, pair_scores
 from dynid.causal.knn import CMIEstimator
 from dynid.data.dataset import Dataset
-from dynid.errors import DataError
 from dynid.params import Hyperparameters, param
 
 # Fewest rows per joint-space neighbour for a usable kNN estimate (rows >= this * (k + 1)).
 _ROWS_PER_NEIGHBOUR = 10
-_MIN_PERMUTATIONS = 99
 
 
 @dataclass(frozen=True)
@@ -89,7 +91,7 @@ class TransferEntropy(CausalMethod):
         assert isinstance(params, TEParams)
         d, lags, h = data.n_variables, settings.max_lag, params.history
         start = max(lags, h)  # first usable sample of every trial: all lags exist from here
-        rows = sum(max(trial.n_samples - start, 0) for trial in data.trials)
+        rows = usable_rows(data, start)
         check_series(
             data, "transfer entropy",
             enough=rows >= _ROWS_PER_NEIGHBOUR * (params.k + 1),
@@ -144,24 +146,6 @@ class TransferEntropy(CausalMethod):
         )
 
 
-def default_permutations(n_tests: int, alpha: float, correction: str) -> int:
-    """The fewest permutations at which one link among ``n_tests`` can pass ``correction``.
-
-    The floor ``1 / (n + 1)`` times the family size (1 without correction) must reach ``alpha``.
-    """
-    family = 1 if correction == "none" else n_tests
-    return max(_MIN_PERMUTATIONS, math.ceil(family / alpha))
-
-
-def lone_link_can_pass(n_permutations: int, n_tests: int, alpha: float, correction: str) -> bool:
-    """Whether one link with the smallest possible p-value survives ``correction`` at ``alpha``.
-
-    False means too few permutations: only BH with many equally strong links can still reject.
-    """
-    family = 1 if correction == "none" else n_tests
-    return family / (n_permutations + 1) <= alpha
-
-
 def lagged_rows(data: Dataset, start: int, lags: int) -> list[np.ndarray]:
     """``out[l]`` = every trial's ``x(t - l)`` for ``t = start..n-1``, stacked: (rows, d) each.
 
@@ -197,11 +181,3 @@ def lagged_graph(
         score_matrix=score, adjacency=significant.any(axis=2),
         extra={"correction": settings.correction, **extra},
     )
-
-
-def check_series(data: Dataset, method: str, *, enough: bool, requirement: str) -> None:
-    """DataError unless ``data`` suits a lag-based method: ``check_values``, then ``enough``
-    samples, ``requirement`` saying how many are needed and what to change."""
-    check_values(data, method)
-    if not enough:
-        raise DataError(f"{data.source}: {method} needs at least {requirement}")

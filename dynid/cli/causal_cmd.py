@@ -9,6 +9,7 @@ from typing import Annotated, Any, Optional
 import typer
 
 from dynid.cli import completion
+from dynid.cli.each import EachSpec
 from dynid.cli.options import DataOptions, OutputPath, ParamsOption, RunOptions, TrainingFlags
 from dynid.cli.options import with_options
 from dynid.cli.output import Output
@@ -22,7 +23,7 @@ def register(app: typer.Typer) -> None:
     app.command("discover-causal")(discover_causal)
 
 
-@with_options("data", "run", "training")
+@with_options("data", "run", "training", "batch", each=EachSpec("causal", data="data_files", method="method"))
 def discover_causal(
     data_files: Annotated[Optional[list[str]], typer.Argument(metavar="DATA", help="Data files or '-' for stdin.")] = None,
     method: Annotated[str, typer.Option("--method", help="Method name; 'dynid discover-causal --list' shows them with their -p options.", autocompletion=completion.causal_methods)] = "granger",

@@ -5,6 +5,7 @@ from typing import Annotated, Optional
 
 import typer
 
+from dynid.cli.each import EachSpec
 from dynid.cli.options import DataOptions, OutputPath, ParamsOption, RunOptions, TrainingFlags
 from dynid.cli import completion
 from dynid.cli.options import with_options
@@ -15,7 +16,8 @@ def register(app: typer.Typer) -> None:
     app.command("fit")(fit)
 
 
-@with_options("data", "run", "training")
+@with_options("data", "run", "training", "batch",
+              each=EachSpec("fit", data="data_files", default_output="{stem}.{model}.dynid", model="model"))
 def fit(
     data_files: Annotated[list[str], typer.Argument(metavar="DATA", help="Data files (CSV, TSV, HDF5) or '-' for stdin.")],
     model: Annotated[str, typer.Option("--model", "-m", help="Backend name ('dynid models' lists them), or auto: fit every applicable backend, keep the best on held-out data.", autocompletion=completion.models)],
@@ -81,7 +83,7 @@ def fit(
             tagged(FIT, {
                 "model_path": path,
                 "model": model,
-                **{k: meta[k] for k in ("hyperparameters", "variables", "inputs", "dt", "n_trials", "n_samples", "metrics", "fit_seconds")},
+                **{k: meta[k] for k in ("hyperparameters", "variables", "inputs", "dt", "n_trials", "n_samples", "metrics", "fit_seconds", "seed")},
                 **({"ranking": ranking} if ranking is not None else {}),
             })
         )

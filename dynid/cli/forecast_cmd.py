@@ -5,6 +5,7 @@ from typing import Annotated, Optional
 import typer
 
 from dynid.cli import completion
+from dynid.cli.each import EachSpec
 from dynid.cli.options import DataOptions, OutputPath, with_options
 from dynid.cli.output import Output
 
@@ -16,10 +17,10 @@ def register(app: typer.Typer) -> None:
 TIME_FORMATS = ("iso", "seconds")
 
 
-@with_options("data")
+@with_options("data", "batch", each=EachSpec("forecast", data="paths", leading=1,
+                                             model_file=True, json_only_stdout=True))
 def forecast(
-    model_path: Annotated[str, typer.Argument(metavar="MODEL", help="A .dynid model file ('-' = stdin; then DATA must be a file).")],
-    data_file: Annotated[str, typer.Argument(metavar="DATA", help="Data whose last samples are the initial condition ('-' = stdin).")],
+    paths: Annotated[list[str], typer.Argument(metavar="MODEL DATA", help="A .dynid model file ('-' = stdin; then DATA must be a file), then the data whose last samples are the initial condition ('-' = stdin; with --each, several DATA).")],
     horizon: Annotated[int, typer.Option("--horizon", "-n", min=1, help="Number of steps (of the model's dt) to forecast.")],
     future_inputs: Annotated[Optional[str], typer.Option("--future-inputs", help="File with the model's input columns for the forecast steps.")] = None,
     interval: Annotated[Optional[float], typer.Option("--interval", help="Add {variable}_lower and {variable}_upper columns bounding this central probability (0.9) of the predictive distribution (models with one: lds).")] = None,
@@ -33,9 +34,14 @@ def forecast(
     from dynid import api
     from dynid.cli.common import future_input_rows, load_model_argument, model_data_options
     from dynid.data.writers import iso_times, write_table
-    from dynid.documents import FORECAST, tagged
     import numpy as np
 
+    from dynid.documents import FORECAST, tagged
+    from dynid.errors import UsageError
+
+    if len(paths) != 2:
+        raise UsageError("give MODEL DATA (several DATA need --each)")
+    model_path, data_file = paths
     out.check_json_target(output)
     model = load_model_argument(model_path, data_file, future_inputs).model
     # A model that handles missing values filters through NaN cells of the history as they are.

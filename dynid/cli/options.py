@@ -15,12 +15,14 @@ from typing import Annotated, Any, Callable, Optional
 
 import typer
 
+from dynid.cli.each import BODIES, BatchOptions, EachSpec
 from dynid.cli.output import Output
 from dynid.errors import UsageError
 
 DATA_PANEL = "Data options"
 RUN_PANEL = "Run options"
 OUTPUT_PANEL = "Output options"
+BATCH_PANEL = "Batch options"
 
 
 @dataclass(frozen=True)
@@ -146,8 +148,17 @@ _GROUPS: dict[str, tuple[type, list[inspect.Parameter]]] = {
         [
             _option(Optional[float], None, "--max-time", help="Stop training after this many seconds, keeping the best weights so far.", panel=RUN_PANEL),
             _option(Optional[str], None, "--checkpoint", help="Directory for training checkpoints (written every minute and at the end).", panel=RUN_PANEL),
-            _option(bool, False, "--resume", help="Continue training from the checkpoints in --checkpoint DIR.", panel=RUN_PANEL),
+            _option(bool, False, "--resume", help="Continue training from the checkpoints in --checkpoint DIR; with --each, skip inputs whose output exists and reads back whole.", panel=RUN_PANEL),
             _option(Optional[int], None, "--threads", help="torch threads for training [default: 1, fastest for dynid's small networks].", panel=RUN_PANEL),
+        ],
+    ),
+    "batch": (
+        BatchOptions,
+        [
+            _option(bool, False, "--each", help="Every DATA (file, quoted glob, directory of .csv/.tsv/.h5 files) is its own job; -o is a pattern with {stem} {name} {model} {method}; --json prints one line per input.", panel=BATCH_PANEL),
+            _option(Optional[int], None, "--jobs", help="--each: worker processes (BLAS/torch threads split so that jobs x threads <= cores) [default: 1].", panel=BATCH_PANEL),
+            _option(Optional[str], None, "--shard", help="--each: run shard I of N (1-based, I/N) of the sorted inputs [default: from SLURM_ARRAY_TASK_ID/_MIN/_COUNT when set].", panel=BATCH_PANEL),
+            _option(bool, False, "--resume", help="--each: skip inputs whose output exists and reads back whole.", panel=BATCH_PANEL),
         ],
     ),
 }
@@ -169,18 +180,27 @@ _REFUSED_JSON = inspect.Parameter(
 )
 
 
-def with_options(*groups: str, no_json: Optional[str] = None) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+def with_options(
+    *groups: str, no_json: Optional[str] = None, each: Optional[EachSpec] = None
+) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
     """Decorate a command: add the named option groups and the output options.
 
     ``no_json``: for a command with no JSON result, why (``"report writes an HTML file"``);
-    ``--json`` is then a usage error (exit 2) saying so.
+    ``--json`` is then a usage error (exit 2) saying so. ``each``: the command takes the batch
+    options; with --each, ``dynid.cli.batch.run_each`` calls the body once per input.
     """
 
     def decorate(command: Callable[..., Any]) -> Callable[..., Any]:
         signature = inspect.signature(command, eval_str=True)
         own = [p for p in signature.parameters.values() if p.name not in (*groups, "out")]
         output_params = [_REFUSED_JSON if no_json and p.name == "json" else p for p in _OUTPUT_PARAMS]
-        added = [p for group in groups for p in _GROUPS[group][1]] + output_params
+        # A flag the command or another group already has (symbolic's --jobs, training's
+        # --resume) is not declared twice; the batch bundle reads it from there.
+        taken = {p.name for p in own} | {p.name for g in groups if g != "batch" for p in _GROUPS[g][1]}
+        group_params = {g: [p for p in _GROUPS[g][1] if g != "batch" or p.name not in taken] for g in groups}
+        added = [p for group in groups for p in group_params[group]] + output_params
+        key = f"{command.__module__}:{command.__name__}"
+        BODIES[key] = command
 
         @functools.wraps(command)
         def wrapper(**kwargs: Any) -> Any:
@@ -188,12 +208,27 @@ def with_options(*groups: str, no_json: Optional[str] = None) -> Callable[[Calla
                 raise UsageError(f"--json is not available here: {no_json}")
             for group in groups:
                 bundle, _ = _GROUPS[group]
-                kwargs[group] = bundle(**{f.name: kwargs.pop(f.name) for f in fields(bundle)})
+                own_names = {p.name for p in group_params[group]}
+                kwargs[group] = bundle(**{f.name: kwargs.pop(f.name) if f.name in own_names else _shared(kwargs, f.name)
+                                          for f in fields(bundle)})
             out = Output(
                 json=kwargs.pop("json"),
                 quiet=kwargs.pop("quiet"),
                 verbose=kwargs.pop("verbose"),
             )
+            batch = kwargs.pop("batch", None)
+            if each is not None and batch.each:
+                from dynid.cli.batch import run_each
+
+                return run_each(key, each, kwargs, batch, out)
+            if batch is not None:
+                # Only the batch's own flags: symbolic's --jobs and training's --resume mean
+                # something without --each too.
+                alone = [flag for flag, given in (("--shard", batch.shard),
+                                                  ("--jobs", batch.jobs and "jobs" not in kwargs),
+                                                  ("--resume", batch.resume and "training" not in kwargs)) if given]
+                if alone:
+                    raise UsageError(f"{', '.join(alone)}: only with --each (many inputs, one job each)")
             return command(out=out, **kwargs)
 
         wrapper.__signature__ = signature.replace(parameters=own + added)  # type: ignore[attr-defined]
@@ -201,6 +236,14 @@ def with_options(*groups: str, no_json: Optional[str] = None) -> Callable[[Calla
         return wrapper
 
     return decorate
+
+
+def _shared(kwargs: dict[str, Any], name: str) -> Any:
+    """A batch option declared elsewhere: the command's own parameter (symbolic's --jobs) or
+    the training bundle's field (--resume; "training" is bundled before "batch")."""
+    if name in kwargs:
+        return kwargs[name]
+    return getattr(kwargs.get("training"), name, None)
 
 
 ParamsOption = Annotated[

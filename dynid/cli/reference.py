@@ -13,7 +13,7 @@ from pathlib import Path
 import typer
 
 from dynid.cli.manpages import EXIT_STATUS, CommandDoc, OptionDoc, command_docs, pages
-from dynid.documents import SHAPES
+from dynid.documents import BATCH_LINE, SHAPES
 
 REFERENCE_PATH = "docs/cli.md"
 MAN_DIRECTORY = "dynid/man/man1"  # package data: see manpages.pages_directory
@@ -84,7 +84,7 @@ def reference(app: typer.Typer) -> str:
     """The Markdown text of ``docs/cli.md``."""
     docs = command_docs(app)
     root, commands = docs[0], docs[1:]
-    parts = [_INTRO, _contents(commands), _DATA, _OUTPUT + _kinds_table(), _EXIT + _exit_table()]
+    parts = [_INTRO, _contents(commands), _DATA, _OUTPUT + _kinds_table() + "\n" + BATCH_LINE + "\n", _EXIT + _exit_table()]
     parts.append(_shared_options(commands))
     parts.append("## Commands\n\n" + root.help + "\n")
     parts.extend(_command(doc) for doc in commands)

@@ -7,6 +7,7 @@ from typing import Annotated, Any, Optional
 
 import typer
 
+from dynid.cli.each import EachSpec
 from dynid.cli.options import DataOptions, with_options
 from dynid.cli.output import Output
 
@@ -15,9 +16,10 @@ def register(app: typer.Typer) -> None:
     app.command("score")(score)
 
 
-@with_options("data")
+@with_options("data", "batch",
+              each=EachSpec("score", data="paths", output=None, leading=1, model_file=True))
 def score(
-    paths: Annotated[list[str], typer.Argument(metavar="MODEL... DATA", help="One or more .dynid model files ('-' = one model on stdin), then the data to roll out on ('-' = stdin).")],
+    paths: Annotated[list[str], typer.Argument(metavar="MODEL... DATA", help="One or more .dynid model files ('-' = one model on stdin), then the data to roll out on ('-' = stdin); with --each, one MODEL, then each DATA is a job.")],
     horizon: Annotated[int, typer.Option("--horizon", "-n", min=1, help="Steps per rollout.")] = 50,
     starts: Annotated[int, typer.Option("--starts", min=1, help="Number of rollout start points, spread evenly over DATA.")] = 20,
     lyapunov: Annotated[Optional[float], typer.Option("--lyapunov", help="Largest Lyapunov exponent (1/time): also report VPT in Lyapunov times.")] = None,

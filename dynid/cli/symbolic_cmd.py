@@ -5,6 +5,7 @@ from typing import Annotated, Optional
 import typer
 
 from dynid.cli import completion
+from dynid.cli.each import EachSpec
 from dynid.cli.options import DataOptions, OutputPath, ParamsOption, RunOptions, with_options
 from dynid.cli.output import Output
 
@@ -15,7 +16,7 @@ def register(app: typer.Typer) -> None:
     app.command("symbolic")(symbolic)
 
 
-@with_options("data", "run")
+@with_options("data", "run", "batch", each=EachSpec("symbolic", data="data_files"))
 def symbolic(
     data_files: Annotated[list[str], typer.Argument(metavar="DATA", help="Data files or '-' for stdin.")],
     param: ParamsOption = None,
@@ -56,7 +57,7 @@ def symbolic(
     dataset = data.load(data_files, out=out)
     with out.status("identifying equations"):
         fitted = api.identify_model(dataset, hyper, seed=run.seed, device=run.device)
-    result = api.equations_document(fitted.model)
+    result = api.equations_document(fitted.model, run.seed)
     if chosen == "json":
         text = to_text(result)
     else:

@@ -1,4 +1,5 @@
-"""Forecast errors: RMSE, normalised RMSE, valid prediction time and R^2.
+"""Forecast errors: RMSE, normalised RMSE, valid prediction time and R^2; a fitted model's
+in-sample one-step errors (``one_step_metrics``, which takes targets, then predictions).
 
 Every function takes ``pred`` and ``true`` of equal shape ``(..., d)``: the last axis is the
 variables, the others are samples, e.g. ``(H, d)`` for one rollout of ``H`` steps or
@@ -134,3 +135,28 @@ def r2(pred: np.ndarray, true: np.ndarray) -> np.ndarray:
     ss_tot = np.sum((t - t.mean(axis=0)) ** 2, axis=0)
     with np.errstate(divide="ignore", invalid="ignore"):
         return np.where(ss_tot > 0, 1.0 - ss_res / np.where(ss_tot > 0, ss_tot, 1.0), np.nan)
+
+
+def one_step_metrics(
+    targets: np.ndarray, predictions: np.ndarray
+) -> dict[str, float | list[float | None] | None]:
+    """In-sample one-step-ahead errors of a fitted model, JSON-ready.
+
+    targets, predictions: (N, d). Returns ``one_step_rmse`` and ``one_step_r2`` (lists, one per
+    variable, in the data's units / dimensionless) and their pooled ``*_overall`` values
+    (RMSE over every entry; R^2 = 1 - total SSE / total variance about each variable's mean).
+    R^2 is None where a variable does not vary.
+    """
+    errors = targets - predictions
+    sse = np.sum(errors**2, axis=0)
+    sst = np.sum((targets - targets.mean(axis=0)) ** 2, axis=0)
+    n = max(targets.shape[0], 1)
+    per_variable_r2 = [
+        None if total == 0 else float(1.0 - e / total) for e, total in zip(sse, sst)
+    ]
+    return {
+        "one_step_rmse": [float(v) for v in np.sqrt(sse / n)],
+        "one_step_r2": per_variable_r2,
+        "one_step_rmse_overall": float(np.sqrt(sse.sum() / (n * max(targets.shape[1], 1)))),
+        "one_step_r2_overall": None if sst.sum() == 0 else float(1.0 - sse.sum() / sst.sum()),
+    }

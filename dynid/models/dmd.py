@@ -19,15 +19,10 @@ import numpy as np
 
 from dynid.data.dataset import Dataset, Trial
 from dynid.errors import DataError, UsageError
-from dynid.models.linear_tools import (
-    lagged_design,
-    numerical_rank,
-    one_step_metrics,
-    optimal_hard_threshold_rank,
-    rollout,
-    sort_by_modulus,
-    trial_arrays,
-)
+from dynid.linear.design import lagged_design, trial_arrays
+from dynid.linear.dynamics import rollout, sort_by_modulus
+from dynid.linear.rank import numerical_rank, optimal_hard_threshold_rank
+from dynid.metrics.forecast import one_step_metrics
 from dynid.models.base import Backend, Capabilities, Hyperparameters, expect_array, param
 
 

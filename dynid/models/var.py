@@ -7,7 +7,7 @@ trial only. The order p is given or chosen by AIC/BIC on a common effective samp
 ``max_order`` samples of every trial are dropped for every candidate, so the criteria compare
 fits to the same data; Lütkepohl 2005, Sec. 4.3), after which the chosen order is refitted on
 all samples it can use. The estimator itself, ``fit_var_least_squares``, lives in
-``linear_tools`` so that Granger-causality tests share it.
+``dynid.linear`` so that the causal methods share it.
 """
 
 from __future__ import annotations
@@ -19,21 +19,14 @@ import numpy as np
 
 from dynid.data.dataset import Dataset, Trial
 from dynid.errors import DataError
-from dynid.models.linear_tools import (
-    VarFit,
-    companion_matrix,
-    finite_or_none,
-    fit_var_least_squares,
-    lagged_design,
-    min_rows_message,
-    one_step_metrics,
-    rollout,
-    sort_by_modulus,
-    trial_arrays,
-)
+from dynid.jsonable import jsonable
+from dynid.linear.design import lagged_design, trial_arrays
+from dynid.linear.dynamics import companion_matrix, rollout, sort_by_modulus
+from dynid.linear.least_squares import VarFit, fit_var_least_squares, min_rows_message
+from dynid.metrics.forecast import one_step_metrics
 from dynid.models.base import Backend, Capabilities, Hyperparameters, expect_array, param
 
-__all__ = ["VAR", "VARParams", "VarFit", "fit_var_least_squares", "select_order"]
+__all__ = ["VAR", "VARParams", "select_order"]
 
 
 @dataclass(frozen=True)
@@ -126,14 +119,14 @@ class VAR(Backend):
             "order": order,
             "order_selected_by": params.criterion if params.order is None else "fixed",
             **one_step_metrics(result.design.targets, result.fitted),
-            "loglik": finite_or_none(result.loglik),
-            "aic": finite_or_none(result.information_criterion("aic")),
-            "bic": finite_or_none(result.information_criterion("bic")),
+            "loglik": jsonable(result.loglik),
+            "aic": jsonable(result.information_criterion("aic")),
+            "bic": jsonable(result.information_criterion("bic")),
             "n_obs": result.n_obs,
         }
         if values:
             self.metrics_["criterion_values"] = {
-                str(p): finite_or_none(v) for p, v in values.items()
+                str(p): jsonable(v) for p, v in values.items()
             }
 
     def _set(self, result: VarFit) -> None:

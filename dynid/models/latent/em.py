@@ -16,8 +16,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from dynid.errors import ComputationError
-from dynid.models.latent.kalman import StateSpace, Smoothed, kalman_filter, rts_smoother
-from dynid.models.latent.subspace import VARIANCE_FLOOR
+from dynid.linear.kalman import StateSpace, Smoothed, kalman_filter, rts_smoother
+from dynid.linear.subspace import VARIANCE_FLOOR
 
 
 @dataclass(frozen=True)

@@ -32,11 +32,11 @@ from dynid.models.base import (
     expect_array,
     param,
 )
-from dynid.models.latent import kalman
+from dynid.linear import kalman
+from dynid.linear.dynamics import sort_by_modulus
+from dynid.linear.kalman import StateSpace
+from dynid.linear.subspace import subspace_start
 from dynid.models.latent.em import EMResult, fit_em
-from dynid.models.latent.kalman import StateSpace
-from dynid.models.latent.subspace import subspace_start
-from dynid.models.linear_tools import sort_by_modulus
 
 # Fraction of each trial held out when choosing the latent dimension (latent=auto).
 HELD_OUT = 0.2

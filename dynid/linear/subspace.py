@@ -7,7 +7,7 @@ time); the orthogonal projection O = F P^T (P P^T)^+ P of the future on the past
 Gamma X, Gamma the extended observability matrix and X the Kalman state sequence. The SVD of O
 gives Gamma = U_n S_n^1/2 and X = Gamma^+ O; C is Gamma's first block row, and A, Q, R, c
 come from least squares on X. Missing entries are filled by linear interpolation in time for
-this start only (EM then treats them as missing). Belongs in dynid/linear/ once that exists.
+this start only (EM then treats them as missing).
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from __future__ import annotations
 import numpy as np
 
 from dynid.errors import DataError
-from dynid.models.latent.kalman import StateSpace
+from dynid.linear.kalman import StateSpace
 
 # Smallest noise variance kept, relative to the data's variance: a zero variance makes the
 # filter's gain singular.

@@ -13,7 +13,7 @@ computed for all t at once. The covariance update is P_post = (I + P_pred J_t)^-
 inverted, with no subtraction, so the posterior stays symmetric positive definite - the
 property the Joseph form is used for - at a cost per step independent of the number of
 observed variables. The log-likelihood uses the matrix determinant lemma and Woodbury's
-identity with the same quantities. Belongs in dynid/linear/ once that package exists.
+identity with the same quantities.
 """
 
 from __future__ import annotations

@@ -1,0 +1,150 @@
+"""What the causal methods share, in one place, so that no method imports another.
+
+- Data checks: values every lag-based method needs (``check_values``), enough samples for the
+  lags (``check_series``, ``check_lagged_regression``), columns that vary over the rows used
+  (``check_columns_after_lags``). One message per problem, naming the file and the column.
+- Penalised (sparse) methods: the check of a given penalty ``lam``, how the penalty was set
+  (``lambda_rule``) and the 1-SE rule that chooses it from validation errors.
+- Permutation and surrogate tests: how many null samples one link needs to pass the
+  multiple-testing correction.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from dynid.data.dataset import Dataset
+from dynid.errors import DataError
+
+# A permutation test never runs fewer null samples than this by default.
+_MIN_PERMUTATIONS = 99
+
+
+# -- data checks -----------------------------------------------------------------------------------
+def usable_rows(data: Dataset, start: int) -> int:
+    """Rows a lagged method gets from targets at samples ``start..n-1`` of every trial."""
+    return sum(max(trial.n_samples - start, 0) for trial in data.trials)
+
+
+def check_values(data: Dataset, method: str) -> None:
+    """DataError for missing/infinite values, a constant column, or irregular sampling.
+
+    ``method`` names the method in the message (e.g. "Granger", "PCMCI").
+    """
+    x, _ = data.stacked()
+    for j in np.flatnonzero(~np.isfinite(x).all(axis=0)):
+        raise DataError(
+            f"{data.source}: column '{data.variables[j]}' has missing or infinite values; "
+            "choose a --nan policy that removes them"
+        )
+    for j in np.flatnonzero(np.all(x == x[0], axis=0)):
+        raise DataError(
+            f"{data.source}: column '{data.variables[j]}' is constant; drop it, "
+            "it cannot cause or be caused"
+        )
+    if data.dt is None:
+        raise DataError(
+            f"{data.source}: {method} lags count samples, so the trials need one common, uniform "
+            "time step; interpolate onto a uniform grid first with --resample DT"
+        )
+
+
+def check_series(data: Dataset, method: str, *, enough: bool, requirement: str) -> None:
+    """DataError unless ``data`` suits a lag-based method: ``check_values``, then ``enough``
+    samples, ``requirement`` saying how many are needed and what to change."""
+    check_values(data, method)
+    if not enough:
+        raise DataError(f"{data.source}: {method} needs at least {requirement}")
+
+
+def check_lagged_regression(data: Dataset, lags: int, min_rows: int, need: str) -> None:
+    """DataError for data no lagged regression can use (the Granger-type methods).
+
+    Fewer than ``min_rows`` regression rows (a trial of n samples gives ``n - lags``); ``need``
+    names what needs the rows, for the message, e.g. "max_lag=5 with 4 variables". Then
+    ``check_values`` (missing values, a constant column, irregular sampling).
+    """
+    n_rows = usable_rows(data, lags)
+    if n_rows < min_rows:
+        if data.n_trials == 1:
+            raise DataError(
+                f"{data.source}: {need} needs at least {min_rows + lags} samples, "
+                f"got {data.n_samples}; use a smaller --max-lag"
+            )
+        raise DataError(
+            f"{data.source}: {need} needs at least {min_rows} regression rows (a trial of n "
+            f"samples gives n - {lags}), the {data.n_trials} trials give {n_rows}; use a smaller "
+            "--max-lag or longer trials"
+        )
+    check_values(data, "Granger")
+
+
+def check_columns_after_lags(data: Dataset, columns: np.ndarray, set_aside: int) -> None:
+    """DataError for a variable constant over the rows used (it varied only in the first
+    ``set_aside`` samples of each trial, which lags take). ``columns`` (rows, k * d): lagged
+    copies of the variables, column ``c`` holding variable ``c % d``."""
+    d = data.n_variables
+    for col in np.flatnonzero(np.all(columns == columns[0], axis=0)):
+        raise DataError(
+            f"{data.source}: column '{data.variables[col % d]}' is constant once the first "
+            f"{set_aside} samples of each trial are set aside for lags; drop it"
+        )
+
+
+# -- penalised methods -----------------------------------------------------------------------------
+def check_lambda(lam: float | None) -> None:
+    """ValueError unless ``lam`` is None or a finite number > 0 (for Params.__post_init__)."""
+    if lam is not None and not (np.isfinite(lam) and lam > 0):
+        raise ValueError(f"lam must be a number > 0 (or none, to choose it), got {lam!r}")
+
+
+def lambda_rule(lam: float | None, chosen_by: str) -> str:
+    """How the penalty was set, for ``extra["lambda_rule"]``: "given", or the rule that chose
+    it (``chosen_by``)."""
+    return "given" if lam is not None else chosen_by
+
+
+def mean_and_standard_error(squared: np.ndarray, axis: int) -> tuple[np.ndarray, np.ndarray]:
+    """Mean of squared validation errors over the rows (``axis``) and its standard error, the
+    spread of the squared errors over sqrt(rows): rows count as independent (they are for
+    white innovations)."""
+    return squared.mean(axis=axis), squared.std(axis=axis) / np.sqrt(squared.shape[axis])
+
+
+def one_standard_error(
+    error: np.ndarray, se: np.ndarray, lambdas: np.ndarray
+) -> tuple[np.ndarray, np.ndarray]:
+    """The 1-SE rule (Hastie, Tibshirani & Friedman, ESL 7.10) per target, favouring sparsity.
+
+    error, se: (K, d) mean validation error of K path points and its standard error; lambdas:
+    (K,) or (K, d) their penalties, distinct along the path. A point is within when its error
+    is at most the smallest error plus that minimum's standard error. Returns the index (d,) of
+    the largest penalty within, and the within flags (K, d).
+    """
+    targets = np.arange(error.shape[1])
+    best = np.argmin(error, axis=0)
+    within = error <= (error[best, targets] + se[best, targets])[None, :]
+    penalties = np.broadcast_to(np.asarray(lambdas, dtype=float).reshape(len(error), -1),
+                                error.shape)
+    return np.argmax(np.where(within, penalties, -np.inf), axis=0), within
+
+
+# -- permutation and surrogate tests ---------------------------------------------------------------
+def default_permutations(n_tests: int, alpha: float, correction: str) -> int:
+    """The fewest permutations at which one link among ``n_tests`` can pass ``correction``.
+
+    The floor ``1 / (n + 1)`` times the family size (1 without correction) must reach ``alpha``.
+    """
+    family = 1 if correction == "none" else n_tests
+    return max(_MIN_PERMUTATIONS, math.ceil(family / alpha))
+
+
+def lone_link_can_pass(n_permutations: int, n_tests: int, alpha: float, correction: str) -> bool:
+    """Whether one link with the smallest possible p-value survives ``correction`` at ``alpha``.
+
+    False means too few permutations: only BH with many equally strong links can still reject.
+    """
+    family = 1 if correction == "none" else n_tests
+    return family / (n_permutations + 1) <= alpha

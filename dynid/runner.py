@@ -1,0 +1,285 @@
+"""Executors for many inputs (``--each``): input expansion, output patterns, SLURM-style
+shards, ``--resume``, and running one job per input serially or in local worker processes.
+
+A job is a picklable callable applied to one ``Job``; it returns a picklable result. The
+executors yield ``(job, result)`` in input order, so ``--jobs K`` prints the same lines in the
+same order as ``--jobs 1``. Keep this module free of numpy/torch at import time: spawned
+workers import it before their thread limits are set.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import glob
+import os
+import signal
+import string
+import sys
+from collections.abc import Callable, Iterator, Mapping
+from concurrent.futures import Future, ProcessPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Optional, TypeVar
+
+from dynid.errors import UsageError
+
+# What a directory given as DATA expands to.
+DATA_SUFFIXES = (".csv", ".tsv", ".csv.gz", ".tsv.gz", ".h5", ".hdf5")
+PATTERN_FIELDS = ("stem", "name", "model", "method")
+# Variables that size the thread pools of the BLAS libraries and of torch (OpenMP) in a worker.
+THREAD_VARIABLES = ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS",
+                    "BLIS_NUM_THREADS", "VECLIB_MAXIMUM_THREADS", "NUMEXPR_NUM_THREADS")
+
+R = TypeVar("R")
+
+
+@dataclass(frozen=True)
+class Job:
+    """One input of a batch and where its result goes (None: no file, the result is the line)."""
+
+    input: str
+    output: Optional[str]
+
+
+class Terminated(BaseException):
+    """SIGTERM arrived during a batch. A BaseException, like KeyboardInterrupt, so that no
+    ``except Exception`` swallows it and atomic writes remove their temporary files."""
+
+    exit_code = 128 + signal.SIGTERM
+
+
+# ---------------------------------------------------------------------------- inputs and outputs
+def expand_inputs(specs: list[str]) -> list[str]:
+    """Every file named by ``specs`` (files, globs, directories of data files), sorted and
+    without repeats. UsageError for stdin (``-``) or a spec that names no file."""
+    found: set[str] = set()
+    for spec in specs:
+        if spec == "-":
+            raise UsageError("--each runs one job per file: stdin ('-') cannot be one of them")
+        path_part, colon, inner = spec.partition(":") if not os.path.exists(spec) else (spec, "", "")
+        if os.path.isdir(spec):
+            found.update(str(p) for p in Path(spec).iterdir()
+                         if p.is_file() and p.name.lower().endswith(DATA_SUFFIXES))
+        elif glob.has_magic(path_part):
+            matches = sorted(glob.glob(path_part))
+            if not matches:
+                raise UsageError(f"{spec}: no file matches")
+            found.update(m + colon + inner for m in matches)
+        else:
+            found.add(spec)  # a missing file fails as that input's own error
+    if not found:
+        raise UsageError(f"{' '.join(specs)}: no data files (.csv, .tsv, .h5, .hdf5) there")
+    return sorted(found)
+
+
+def pattern_fields(input_spec: str, **extra: Optional[str]) -> dict[str, Optional[str]]:
+    """The fields an ``-o`` pattern may use for ``input_spec``: ``stem`` (file name up to its
+    first dot), ``name`` (file name with its suffixes), plus ``model``/``method`` as given."""
+    name = Path(input_spec.split(":")[0]).name
+    return {"stem": name.split(".")[0], "name": name, **extra}
+
+
+def output_path(pattern: str, fields: Mapping[str, Optional[str]]) -> str:
+    """``pattern`` with its ``{field}`` replaced; UsageError for an unknown or unset field."""
+    used = [field for _, field, _, _ in string.Formatter().parse(pattern) if field is not None]
+    for field in used:
+        if field not in PATTERN_FIELDS:
+            raise UsageError(f"-o {pattern}: unknown field {{{field}}} (use {', '.join('{' + f + '}' for f in PATTERN_FIELDS)})")
+        if fields.get(field) is None:
+            raise UsageError(f"-o {pattern}: {{{field}}} has no value for this command")
+    return pattern.format(**{k: v for k, v in fields.items() if k in used})
+
+
+def check_distinct(jobs: list[Job]) -> None:
+    """UsageError when two inputs would write the same output file."""
+    seen: dict[str, str] = {}
+    for job in jobs:
+        if job.output is None:
+            continue
+        key = os.path.abspath(job.output)
+        if key in seen:
+            raise UsageError(f"{seen[key]} and {job.input} would both write {job.output}: "
+                             "put {stem} or {name} in the -o pattern")
+        seen[key] = job.input
+
+
+# ---------------------------------------------------------------------------------------- shards
+@dataclass(frozen=True)
+class Shard:
+    """Shard ``index`` of ``count``, 1-based (``--shard 1/4`` .. ``4/4``)."""
+
+    index: int
+    count: int
+
+    @classmethod
+    def parse(cls, text: str) -> "Shard":
+        head, slash, tail = text.partition("/")
+        try:
+            index, count = int(head), int(tail)
+        except ValueError:
+            raise UsageError(f"--shard {text}: expected I/N, e.g. 1/4") from None
+        if not slash or count < 1 or not 1 <= index <= count:
+            raise UsageError(f"--shard {text}: expected I/N with 1 <= I <= N")
+        return cls(index, count)
+
+    @classmethod
+    def from_environment(cls, environ: Mapping[str, str]) -> Optional["Shard"]:
+        """The shard of a SLURM array task (``SLURM_ARRAY_TASK_ID`` minus ``_MIN`` plus one, of
+        ``SLURM_ARRAY_TASK_COUNT``), or None outside an array."""
+        if "SLURM_ARRAY_TASK_ID" not in environ or "SLURM_ARRAY_TASK_COUNT" not in environ:
+            return None
+        try:
+            task = int(environ["SLURM_ARRAY_TASK_ID"]) - int(environ.get("SLURM_ARRAY_TASK_MIN", "0"))
+            count = int(environ["SLURM_ARRAY_TASK_COUNT"])
+        except ValueError:
+            raise UsageError("SLURM_ARRAY_TASK_ID/_MIN/_COUNT are not integers; give --shard I/N") from None
+        if not 0 <= task < count:
+            raise UsageError(f"SLURM array task {task + 1} of {count}: use a contiguous --array or give --shard I/N")
+        return cls(task + 1, count)
+
+    def select(self, items: list[Job]) -> list[Job]:
+        """Every ``count``-th item from the ``index``-th: the shards of one list are disjoint
+        and together hold every item (round robin spreads large and small files)."""
+        return items[self.index - 1 :: self.count]
+
+
+# ---------------------------------------------------------------------------------------- resume
+def output_is_valid(path: str) -> bool:
+    """Whether ``path`` exists and reads back whole: model files through the model loader,
+    JSON parsed, CSV/TSV parsed, HDF5 opened; other text formats non-empty."""
+    if not os.path.isfile(path):
+        return False
+    from dynid.errors import DataError
+
+    lower = path.lower()
+    try:
+        if lower.endswith(".dynid"):
+            from dynid.modelfile import load_model
+
+            load_model(path)
+        elif lower.endswith(".json"):
+            import json
+
+            with open(path, encoding="utf-8") as handle:
+                json.load(handle)
+        elif lower.endswith((".csv", ".tsv", ".csv.gz", ".tsv.gz")):
+            import pandas as pd
+
+            return not pd.read_csv(path, sep=None, engine="python").empty
+        elif lower.endswith((".h5", ".hdf5")):
+            import h5py
+
+            with h5py.File(path, "r"):
+                pass
+        else:
+            return os.path.getsize(path) > 0
+    except (DataError, OSError, ValueError, UnicodeDecodeError):
+        return False
+    except Exception:  # noqa: BLE001 - any parser failure means "redo it"
+        return False
+    return True
+
+
+# ------------------------------------------------------------------------------------- executors
+def worker_threads(jobs: int, cores: Optional[int] = None) -> int:
+    """BLAS/torch threads per worker so that ``jobs`` x threads <= cores (at least 1); cores
+    are those this process may run on (a SLURM or cgroup allocation, not the whole node)."""
+    if cores is None:
+        cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+    return max(1, cores // jobs)
+
+
+def _start_worker(threads: int) -> None:
+    """Initializer of each worker process: thread limits before numpy or torch load, SIGTERM
+    as an exception (so atomic writes clean up), SIGINT left to the parent (it stops the pool)."""
+    for variable in THREAD_VARIABLES:
+        os.environ[variable] = str(threads)
+    try:
+        from threadpoolctl import threadpool_limits
+
+        threadpool_limits(threads)  # for libraries already loaded by the import of this module
+    except ImportError:
+        pass
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.signal(signal.SIGTERM, _worker_sigterm)
+
+
+_busy = False  # in a worker: whether a job is running (SIGTERM then unwinds it first)
+
+
+def _run_in_worker(task: Callable[[Job], R], job: Job, threads: int) -> R:
+    global _busy
+    if "torch" in sys.modules:  # loaded by an earlier job; later imports read OMP_NUM_THREADS
+        sys.modules["torch"].set_num_threads(threads)
+    _busy = True
+    try:
+        return task(job)
+    except Terminated:
+        # The job's atomic writes have removed their temporary files while this unwound; the
+        # pool's worker loop would report the exception and wait for more work, so leave now.
+        os._exit(Terminated.exit_code)
+    finally:
+        _busy = False
+
+
+def _worker_sigterm(signum: int, frame: object) -> None:
+    if _busy:
+        raise Terminated()
+    os._exit(Terminated.exit_code)  # idle: nothing to clean up
+
+
+def _raise_terminated(signum: int, frame: object) -> None:
+    raise Terminated()
+
+
+@contextlib.contextmanager
+def _sigterm_raises() -> Iterator[None]:
+    """SIGTERM raises ``Terminated`` in the main thread while a batch runs; restored after."""
+    before = signal.signal(signal.SIGTERM, _raise_terminated)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, before)
+
+
+def run_jobs(task: Callable[[Job], R], jobs: list[Job], workers: int = 1) -> Iterator[tuple[Job, R]]:
+    """Apply ``task`` to every job, yielding ``(job, result)`` in the order of ``jobs``.
+
+    ``workers`` > 1: a pool of that many processes started with the 'spawn' method: a fresh
+    interpreter holds none of the parent's threads or locks (forking a process with BLAS/OpenMP
+    or torch threads can deadlock) and behaves the same on Linux and macOS; its start-up cost is
+    paid once per worker, not per job. Each worker runs BLAS and torch with
+    ``worker_threads(workers)`` threads. SIGINT (KeyboardInterrupt) or SIGTERM (``Terminated``)
+    stops the workers, which remove their temporary files, before the exception propagates.
+    """
+    with _sigterm_raises():
+        if workers <= 1:
+            for job in jobs:
+                yield job, task(job)
+            return
+        import multiprocessing
+
+        threads = worker_threads(workers)
+        pool = ProcessPoolExecutor(max_workers=workers, mp_context=multiprocessing.get_context("spawn"),
+                                   initializer=_start_worker, initargs=(threads,))
+        try:
+            futures: list[Future[R]] = [pool.submit(_run_in_worker, task, job, threads) for job in jobs]
+            for job, future in zip(jobs, futures):
+                yield job, future.result()
+        except BaseException:
+            _stop(pool)
+            raise
+        pool.shutdown(wait=True)
+
+
+def _stop(pool: ProcessPoolExecutor) -> None:
+    """Cancel the queued jobs and end the running ones (SIGTERM: they clean up, then exit)."""
+    processes = list((pool._processes or {}).values())  # no public way to reach the workers
+    pool.shutdown(wait=False, cancel_futures=True)
+    for process in processes:
+        if process.is_alive():
+            process.terminate()
+    for process in processes:
+        process.join(timeout=10)
+        if process.is_alive():
+            process.kill()

@@ -1,0 +1,265 @@
+"""--each over many inputs: patterns, failing inputs, shards, --resume, --jobs, signals."""
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import h5py
+import numpy as np
+import pandas as pd
+import pytest
+
+from dynid import runner
+from dynid.errors import UsageError
+
+TIMING = ("fit_seconds",)
+
+
+def _write_var(path: Path, seed: int, n: int = 120) -> None:
+    rng = np.random.default_rng(seed)
+    x = np.zeros((n, 2))
+    for k in range(1, n):
+        x[k] = np.array([[0.8, 0.1], [-0.2, 0.7]]) @ x[k - 1] + rng.normal(size=2)
+    pd.DataFrame({"t": np.arange(n) * 0.1, "x": x[:, 0], "y": x[:, 1]}).to_csv(path, index=False)
+
+
+@pytest.fixture
+def folder(tmp_path):
+    """data/ with three good CSV files, one without numbers and a file dynid does not read."""
+    data = tmp_path / "data"
+    data.mkdir()
+    for seed, name in enumerate(("a", "b", "c")):
+        _write_var(data / f"{name}.csv", seed)
+    (data / "bad.csv").write_text("x,y\n1,oops\n")
+    (data / "notes.txt").write_text("not data")
+    return tmp_path
+
+
+def _lines(stdout: bytes) -> list[dict]:
+    return [json.loads(line) for line in stdout.decode().splitlines()]
+
+
+def _arrays(path: Path) -> dict[str, bytes]:
+    found: dict[str, bytes] = {}
+    with h5py.File(path, "r") as handle:
+        handle.visititems(lambda name, obj: found.__setitem__(name, obj[()].tobytes())
+                          if isinstance(obj, h5py.Dataset) else None)
+    return found
+
+
+def test_failing_input_is_reported_and_the_others_go_on(cli, folder):
+    result = cli("fit", "data", "--each", "--model", "var", "--json", "-o", "m/{stem}.{model}.dynid", cwd=folder)
+    assert result.returncode == 1
+    lines = _lines(result.stdout)
+    assert [line["input"] for line in lines] == ["data/a.csv", "data/b.csv", "data/bad.csv", "data/c.csv"]
+    assert all(line["kind"] == "fit" for line in lines)
+    bad = lines[2]
+    assert "output" not in bad and bad["exit_code"] == 3 and "bad.csv" in bad["error"]
+    for line in (lines[0], lines[1], lines[3]):
+        assert line["output"] == line["model_path"] == f"m/{Path(line['input']).stem}.var.dynid"
+        assert line["n_samples"] == 120 and (folder / line["output"]).is_file()
+    assert sorted(p.name for p in (folder / "m").iterdir()) == ["a.var.dynid", "b.var.dynid", "c.var.dynid"]
+    errors = [line for line in result.stderr.decode().splitlines() if line.startswith("dynid: error")]
+    assert len(errors) == 1 and "data/bad.csv" in errors[0]
+    assert b"Traceback" not in result.stderr
+
+
+def test_default_output_name_works_per_input(cli, folder):
+    result = cli("fit", "data/a.csv", "data/b.csv", "--each", "--model", "var", "-q", cwd=folder)
+    assert result.returncode == 0 and result.stdout == b""
+    assert (folder / "a.var.dynid").is_file() and (folder / "b.var.dynid").is_file()
+
+
+def test_without_each_several_data_stay_trials_of_one_dataset(cli, folder):
+    result = cli("fit", "data/a.csv", "data/b.csv", "--model", "var", "--json", "-o", "one.dynid", cwd=folder)
+    assert result.returncode == 0
+    assert json.loads(result.stdout)["n_trials"] == 2
+
+
+@pytest.mark.parametrize("pattern", ["same.dynid", "m/{model}.dynid"])
+def test_two_inputs_on_one_output_is_a_usage_error_before_anything_runs(cli, folder, pattern):
+    result = cli("fit", "data", "--each", "--model", "var", "-o", pattern, cwd=folder)
+    assert result.returncode == 2
+    assert b"would both write" in result.stderr
+    assert not (folder / "same.dynid").exists() and not (folder / "m").exists()
+
+
+def test_bad_patterns_and_missing_pattern_are_usage_errors(cli, folder):
+    unknown = cli("fit", "data", "--each", "--model", "var", "-o", "{stem}.{colour}.dynid", cwd=folder)
+    assert unknown.returncode == 2 and b"{colour}" in unknown.stderr
+    unset = cli("discover-causal", "data", "--each", "-o", "{model}.json", cwd=folder)
+    assert unset.returncode == 2 and b"{model}" in unset.stderr
+    missing = cli("symbolic", "data", "--each", cwd=folder)
+    assert missing.returncode == 2 and b"-o PATTERN" in missing.stderr
+    assert cli("fit", "data/a.csv", "--model", "var", "--jobs", "2", cwd=folder).returncode == 2
+    assert cli("score", "a.dynid", "data/a.csv", "--resume", cwd=folder).returncode == 2
+    assert cli("fit", "data", "--each", "--model", "var", "-o", "-", cwd=folder).returncode == 2
+
+
+def test_each_on_score_forecast_and_causal(cli, folder):
+    assert cli("fit", "data/a.csv", "--model", "var", "-o", "a.dynid", "-q", cwd=folder).returncode == 0
+    score = cli("score", "a.dynid", "data/a.csv", "data/b.csv", "--each", "--json", "--horizon", "5", cwd=folder)
+    assert score.returncode == 0
+    lines = _lines(score.stdout)
+    assert [(line["kind"], line["input"], line["output"]) for line in lines] == [
+        ("score", "data/a.csv", None), ("score", "data/b.csv", None)]
+    assert all(line["horizon"] == 5 and line["rmse"] > 0 for line in lines)
+    forecast = cli("forecast", "a.dynid", "data/a.csv", "data/b.csv", "--each", "-n", "4",
+                   "-o", "f/{stem}.{model}.csv", cwd=folder)
+    assert forecast.returncode == 0
+    for stem in ("a", "b"):
+        table = pd.read_csv(folder / "f" / f"{stem}.a.csv")
+        assert list(table.columns) == ["t", "x", "y"] and len(table) == 4
+    causal = cli("discover-causal", "data/a.csv", "data/c.csv", "--each", "--json", "--max-lag", "2", cwd=folder)
+    assert causal.returncode == 0
+    lines = _lines(causal.stdout)
+    assert [line["input"] for line in lines] == ["data/a.csv", "data/c.csv"]
+    assert all(line["kind"] == "causal" and line["variables"] == ["x", "y"] for line in lines)
+
+
+def test_each_on_symbolic_writes_one_file_per_input(cli, folder):
+    result = cli("symbolic", "data/a.csv", "data/b.csv", "--each", "--json", "--ensemble", "0",
+                 "--library", "poly1", "-o", "eq/{stem}.json", cwd=folder)
+    assert result.returncode == 0
+    assert [(line["kind"], line["output"]) for line in _lines(result.stdout)] == [
+        ("symbolic", "eq/a.json"), ("symbolic", "eq/b.json")]
+    for stem in ("a", "b"):
+        document = json.loads((folder / "eq" / f"{stem}.json").read_text())
+        assert document["kind"] == "symbolic" and [e["lhs"] for e in document["equations"]] == ["x", "y"]
+
+
+def test_expand_inputs_sorts_globs_and_directories(folder):
+    data = folder / "data"
+    names = runner.expand_inputs([str(data / "*.csv"), str(data)])
+    assert names == sorted(str(data / f"{n}.csv") for n in ("a", "b", "bad", "c"))
+    with pytest.raises(UsageError):
+        runner.expand_inputs([str(data / "*.h5")])
+    with pytest.raises(UsageError):
+        runner.expand_inputs(["-"])
+
+
+def test_shards_partition_the_inputs():
+    jobs = [runner.Job(f"in{k:03d}.csv", None) for k in range(23)]
+    for count in (1, 2, 5, 23, 30):
+        shards = [runner.Shard(index, count).select(jobs) for index in range(1, count + 1)]
+        together = [job for shard in shards for job in shard]
+        assert sorted(together, key=lambda j: j.input) == jobs  # every input, none twice
+    env = {"SLURM_ARRAY_TASK_ID": "12", "SLURM_ARRAY_TASK_MIN": "10", "SLURM_ARRAY_TASK_COUNT": "4"}
+    assert runner.Shard.from_environment(env) == runner.Shard(3, 4)
+    assert runner.Shard.from_environment({}) is None
+    assert runner.Shard.parse("2/4") == runner.Shard(2, 4)
+    for text in ("0/4", "5/4", "2", "a/b"):
+        with pytest.raises(UsageError):
+            runner.Shard.parse(text)
+
+
+def test_slurm_array_tasks_together_run_every_input_once(cli, folder):
+    seen = []
+    for task in (1, 2, 3):  # --array=1-3
+        env = {"SLURM_ARRAY_TASK_ID": str(task), "SLURM_ARRAY_TASK_MIN": "1", "SLURM_ARRAY_TASK_COUNT": "3"}
+        result = cli("fit", "data", "--each", "--model", "var", "--json", "-o", "m/{stem}.dynid", cwd=folder, env=env)
+        assert result.returncode in (0, 1)
+        seen += [line["input"] for line in _lines(result.stdout)]
+    assert sorted(seen) == ["data/a.csv", "data/b.csv", "data/bad.csv", "data/c.csv"]
+    explicit = cli("fit", "data", "--each", "--model", "var", "--json", "--shard", "2/3", "-o", "m/{stem}.dynid", cwd=folder)
+    assert [line["input"] for line in _lines(explicit.stdout)] == ["data/b.csv"]
+
+
+def test_resume_skips_valid_outputs_redoes_truncated_and_retries_failed(cli, folder):
+    args = ("fit", "data", "--each", "--model", "var", "--json", "-o", "m/{stem}.dynid")
+    assert cli(*args, cwd=folder).returncode == 1
+    good = (folder / "m" / "a.dynid").read_bytes()
+    truncated = folder / "m" / "b.dynid"
+    truncated.write_bytes(truncated.read_bytes()[:300])
+    _write_var(folder / "data" / "bad.csv", 7)  # the failed input is fixed
+    result = cli(*args, "--resume", cwd=folder)
+    assert result.returncode == 0
+    lines = {line["input"]: line for line in _lines(result.stdout)}
+    assert lines["data/a.csv"]["skipped"] and lines["data/c.csv"]["skipped"]
+    assert "skipped" not in lines["data/b.csv"] and lines["data/b.csv"]["n_samples"] == 120
+    assert "skipped" not in lines["data/bad.csv"] and (folder / "m" / "bad.dynid").is_file()
+    assert (folder / "m" / "a.dynid").read_bytes() == good
+    assert runner.output_is_valid(str(truncated))
+
+
+def test_output_validity_by_format(tmp_path):
+    (tmp_path / "ok.json").write_text('{"kind": "causal"}')
+    (tmp_path / "cut.json").write_text('{"kind": "cau')
+    (tmp_path / "ok.csv").write_text("t,x\n0,1\n")
+    (tmp_path / "empty.csv").write_text("")
+    assert runner.output_is_valid(str(tmp_path / "ok.json"))
+    assert not runner.output_is_valid(str(tmp_path / "cut.json"))
+    assert runner.output_is_valid(str(tmp_path / "ok.csv"))
+    assert not runner.output_is_valid(str(tmp_path / "empty.csv"))
+    assert not runner.output_is_valid(str(tmp_path / "missing.dynid"))
+
+
+def test_jobs_two_gives_the_same_results_as_jobs_one(cli, folder):
+    def run(jobs: int) -> list[dict]:
+        result = cli("fit", "data", "--each", "--model", "var", "--json", "--jobs", str(jobs),
+                     "-o", f"j{jobs}/{{stem}}.dynid", cwd=folder)
+        assert result.returncode == 1
+        lines = _lines(result.stdout)
+        for line in lines:
+            for key in (*TIMING, "output", "model_path"):
+                line.pop(key, None)
+        return lines
+
+    assert run(2) == run(1)  # same lines, same (input) order
+    for stem in ("a", "b", "c"):
+        assert _arrays(folder / "j1" / f"{stem}.dynid") == _arrays(folder / "j2" / f"{stem}.dynid")
+
+
+def test_worker_threads_fit_the_cores():
+    assert runner.worker_threads(1, cores=8) == 8
+    assert runner.worker_threads(3, cores=8) == 2
+    assert runner.worker_threads(4, cores=2) == 1
+
+
+@pytest.mark.parametrize(("jobs", "signum", "code"), [
+    (1, signal.SIGTERM, 143), (2, signal.SIGTERM, 143), (2, signal.SIGINT, 130)])
+def test_a_signal_ends_the_batch_promptly_without_partial_outputs(tmp_path, jobs, signum, code):
+    data = tmp_path / "data"
+    data.mkdir()
+    for k in range(60):
+        _write_var(data / f"s{k:02d}.csv", k, n=400)
+    env = {**os.environ, "NO_COLOR": "1"}
+    process = subprocess.Popen(
+        [sys.executable, "-m", "dynid", "fit", str(data), "--each", "--model", "var", "--json",
+         "--jobs", str(jobs), "-o", str(tmp_path / "m" / "{stem}.dynid")],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env)
+    first = process.stdout.readline()  # the batch is under way
+    assert json.loads(first)["kind"] == "fit"
+    process.send_signal(signum)
+    start = time.monotonic()
+    rest, stderr = process.communicate(timeout=30)
+    assert time.monotonic() - start < 10
+    assert process.returncode == code, stderr.decode()
+    assert b"Traceback" not in stderr
+    written = sorted((tmp_path / "m").iterdir())
+    assert len(written) < 60  # it stopped before the end
+    time.sleep(1.5)
+    assert sorted((tmp_path / "m").iterdir()) == written  # no worker outlived the batch
+    assert all(path.suffix == ".dynid" and runner.output_is_valid(str(path)) for path in written)
+
+
+def _thread_settings(job: runner.Job) -> tuple[str, list[int]]:
+    """In a worker: its OMP_NUM_THREADS and the thread counts of the BLAS numpy loaded."""
+    import numpy  # noqa: F401 - loaded after the worker's limits, as a job would load it
+    from threadpoolctl import threadpool_info
+
+    return os.environ["OMP_NUM_THREADS"], [pool["num_threads"] for pool in threadpool_info()]
+
+
+def test_workers_run_blas_with_their_share_of_the_cores():
+    pytest.importorskip("threadpoolctl")
+    jobs = [runner.Job(f"in{k}", None) for k in range(4)]
+    results = list(runner.run_jobs(_thread_settings, jobs, workers=2))
+    assert [job for job, _ in results] == jobs  # input order
+    share = runner.worker_threads(2)
+    for _, (omp, blas) in results:
+        assert omp == str(share) and blas and all(n == share for n in blas)
