@@ -255,5 +255,9 @@ def test_forecast_interval_columns(cli, gappy_files):
     assert np.all(lower < mean) and np.all(mean < upper)
     # Uncertainty grows with the horizon of a stable model started from a known state.
     assert np.all(np.diff(upper - lower, axis=0) >= -1e-12)
+    document = json.loads(cli("forecast", model_path, data_path, "-n", "5", "--interval", "0.9", "--json").stdout)
+    assert document["level"] == 0.9
+    np.testing.assert_allclose(document["lower"], lower, rtol=1e-12)
+    np.testing.assert_allclose(document["upper"], upper, rtol=1e-12)
     result = cli("forecast", model_path, data_path, "-n", "2", "--interval", "1.5")
     assert result.returncode == 2 and "--interval" in result.stderr.decode()
