@@ -1,5 +1,5 @@
-"""The Python API behind the commands: ``fit``, ``forecast``, ``score``, ``identify`` (``dynid
-symbolic``) and ``discover_causal`` (``dynid discover-causal``, clusters included).
+"""The Python API behind the commands: ``fit``, ``forecast``, ``score``, ``states``, ``identify``
+(``dynid symbolic``) and ``discover_causal`` (``dynid discover-causal``, clusters included).
 
 Each function takes a Dataset (from ``dynid.load``) and returns plain values; the CLI is a thin
 layer over these. Hyperparameters are given as typed values (``{"threshold": 0.1}``), strings
@@ -21,7 +21,7 @@ from dynid.documents import CAUSAL, INFO, SCORE, SYMBOLIC, tagged
 from dynid.errors import DataError, Diverged, UsageError
 from dynid.metrics import valid_prediction_time
 from dynid.models import registry
-from dynid.models.base import Backend, Hyperparameters
+from dynid.models.base import Backend, Hyperparameters, LatentStates
 from dynid.runtime import resolve_device, seed_everything
 from dynid.training import TrainingOptions
 
@@ -83,17 +83,31 @@ def fit(
 
 @dataclass
 class Forecast:
-    """``t`` (horizon,) times continuing the data's; ``x`` (horizon, d) predicted states."""
+    """``t`` (horizon,) times continuing the data's; ``x`` (horizon, d) predicted states (the
+    predictive mean for stochastic models); with an interval, ``lower`` and ``upper`` (horizon,
+    d) bound its central ``level`` probability."""
 
     t: np.ndarray
     x: np.ndarray
     variables: tuple[str, ...]
+    lower: np.ndarray | None = None
+    upper: np.ndarray | None = None
+    level: float | None = None
 
 
 def forecast(
-    model: Backend, data: Dataset, horizon: int, future_inputs: np.ndarray | None = None
+    model: Backend,
+    data: Dataset,
+    horizon: int,
+    future_inputs: np.ndarray | None = None,
+    *,
+    interval: float | None = None,
 ) -> Forecast:
-    """Continue from the end of ``data``'s last trial for ``horizon`` steps of the model's dt."""
+    """Continue from the end of ``data``'s last trial for ``horizon`` steps of the model's dt.
+
+    interval: a probability (0.9) for a central predictive interval, from models that have a
+    predictive distribution (UsageError for others).
+    """
     if horizon < 1:
         raise UsageError(f"--horizon {horizon}: must be at least 1")
     _check_variables(model, data)
@@ -101,6 +115,11 @@ def forecast(
         # The model reads several past samples, spaced by its own step.
         check_step(model, data)
     history = data.trials[-1]
+    t = history.t[-1] + model.dt_ * np.arange(1, horizon + 1)
+    if interval is not None:
+        band = model.predictive(history, horizon, future_inputs, interval)
+        return Forecast(t=t, x=band.mean, variables=model.variables_, lower=band.lower,
+                        upper=band.upper, level=band.level)
     x, diverged_at = rollout(model, history, horizon, future_inputs)
     if diverged_at is not None:
         raise Diverged(
@@ -109,8 +128,16 @@ def forecast(
             step=diverged_at,
             states=x,
         )
-    t = history.t[-1] + model.dt_ * np.arange(1, horizon + 1)
     return Forecast(t=t, x=x, variables=model.variables_)
+
+
+def states(model: Backend, data: Dataset) -> LatentStates:
+    """The hidden states of every sample of ``data`` (``dynid states``): smoothed latent means
+    and standard deviations for continuous latent models. UsageError for models without
+    hidden states; NaN cells are fine where the model handles missing values."""
+    _check_variables(model, data)
+    check_step(model, data)  # the filter steps by the model's dt, sample by sample
+    return model.states(data)
 
 
 def score(

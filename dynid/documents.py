@@ -18,6 +18,7 @@ FIT: Final = "fit"
 FORECAST: Final = "forecast"
 SCORE: Final = "score"
 SCORES: Final = "scores"
+STATES: Final = "states"
 SYMBOLIC: Final = "symbolic"
 CAUSAL: Final = "causal"
 DYNAMIC_STRENGTH: Final = "dynamic-strength"
@@ -40,7 +41,8 @@ SHAPES: Final[dict[str, tuple[str, str]]] = {
     FORECAST: (
         "dynid forecast --json",
         '"time_column", "time_origin": ISO-8601 or null, "variables": [...], "t": [N times: date-times '
-        'when DATA\'s were (--time-format), else seconds], "x": [N rows of one value per variable]',
+        'when DATA\'s were (--time-format), else seconds], "x": [N rows of one value per variable], '
+        'and with --interval "level", "lower", "upper": [N rows each]',
     ),
     SCORE: (
         "dynid score --json",
@@ -54,6 +56,12 @@ SHAPES: Final[dict[str, tuple[str, str]]] = {
         "dynid score A.dynid B.dynid ... DATA --json",
         '"scores": [one score document per model, without its "kind"], best (lowest nrmse, '
         "diverged last) first",
+    ),
+    STATES: (
+        "dynid states --json",
+        '"time_column", "time_origin": ISO-8601 or null, "states": ["z_0", ...], "t": [N times], '
+        '"trial": [N trial indices], "z": [N rows of smoothed latent means], "z_sd": [N rows of '
+        "their standard deviations]; one row per row of DATA",
     ),
     SYMBOLIC: (
         "dynid symbolic --json (or --format json)",

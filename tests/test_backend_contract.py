@@ -35,6 +35,7 @@ from conftest import (
 # its defaults, so a new backend needs no entry unless its defaults take seconds.
 CONTRACT_PARAMS: dict[str, list[str]] = {
     "symbolic": ["library=poly1", "ensemble=2", "shooting=false"],
+    "lds": ["latent=4", "max_iter=20"],
 }
 N_SAMPLES = 300
 HORIZON = 25

@@ -35,7 +35,9 @@ def files(tmp_path_factory):
     pd.DataFrame({"t": np.arange(200) * 0.5, "x": x[:, 0], "y": x[:, 1]}).to_csv(plain, index=False)
     model = folder / "model.dynid"
     assert main(["fit", str(data), "--model", "var", "-o", str(model), "-q"]) == 0
-    return {"data": data, "plain": plain, "model": model, "folder": folder}
+    latent = folder / "lds.dynid"
+    assert main(["fit", str(plain), "--model", "lds", "-p", "latent=2", "-p", "max_iter=5", "-o", str(latent), "-q"]) == 0
+    return {"data": data, "plain": plain, "model": model, "latent": latent, "folder": folder}
 
 
 def _json_invocation(command, files):
@@ -45,6 +47,7 @@ def _json_invocation(command, files):
         "fit": ["fit", data, "--model", "var", "-o", str(folder / "json.dynid")],
         "forecast": ["forecast", model, data, "-n", "3"],
         "score": ["score", model, data, "--horizon", "5", "--starts", "3"],
+        "states": ["states", str(files["latent"]), str(files["plain"])],
         "symbolic": ["symbolic", str(files["plain"]), "--library", "poly1", "--ensemble", "0"],
         "discover-causal": ["discover-causal", data, "--method", "granger", "--max-lag", "1"],
         "report": ["report", model, "-o", str(folder / "r.html")],

@@ -20,6 +20,7 @@ from dynid.cli import (
     report_cmd,
     score_cmd,
     simulate_cmd,
+    states_cmd,
     symbolic_cmd,
 )
 
@@ -53,6 +54,7 @@ for module in (
     fit_cmd,
     forecast_cmd,
     score_cmd,
+    states_cmd,
     symbolic_cmd,
     causal_cmd,
     report_cmd,

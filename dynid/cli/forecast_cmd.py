@@ -23,6 +23,7 @@ def forecast(
     paths: Annotated[list[str], typer.Argument(metavar="MODEL DATA", help="A .dynid model file ('-' = stdin; then DATA must be a file), then the data whose last samples are the initial condition ('-' = stdin; with --each, several DATA).")],
     horizon: Annotated[int, typer.Option("--horizon", "-n", min=1, help="Number of steps (of the model's dt) to forecast.")],
     future_inputs: Annotated[Optional[str], typer.Option("--future-inputs", help="File with the model's input columns for the forecast steps.")] = None,
+    interval: Annotated[Optional[float], typer.Option("--interval", help="Add {variable}_lower and {variable}_upper columns bounding this central probability (0.9) of the predictive distribution (models with one: lds).")] = None,
     time_format: Annotated[Optional[str], typer.Option("--time-format", help="When DATA's time is date-times: iso (date-times continuing them, UTC 'Z' if they were zoned) or seconds since DATA's first sample [default: iso, seconds into HDF5]. Other times are written in DATA's units.", autocompletion=completion.choices(TIME_FORMATS))] = None,
     output: OutputPath = None,
     *,
@@ -33,6 +34,8 @@ def forecast(
     from dynid import api
     from dynid.cli.common import future_input_rows, load_model_argument, model_data_options
     from dynid.data.writers import iso_times, write_table
+    import numpy as np
+
     from dynid.documents import FORECAST, tagged
     from dynid.errors import UsageError
 
@@ -41,17 +44,25 @@ def forecast(
     model_path, data_file = paths
     out.check_json_target(output)
     model = load_model_argument(model_path, data_file, future_inputs).model
-    dataset = model_data_options(data, model).load([data_file], out=out)
+    # A model that handles missing values filters through NaN cells of the history as they are.
+    nan_default = "keep" if model.capabilities.nan else "split"
+    dataset = model_data_options(data, model).load([data_file], nan_default=nan_default, out=out)
     origin = _iso_origin(time_format, dataset.time_origin, output)
     future = future_input_rows(model, future_inputs, horizon, data)
-    result = api.forecast(model, dataset, horizon, future)
+    result = api.forecast(model, dataset, horizon, future, interval=interval)
     time_column = dataset.time_column or "t"
     if out.json_mode:
         times = result.t if origin is None else iso_times(result.t, origin)
         body = {"time_column": time_column, "time_origin": dataset.time_origin, "variables": list(result.variables), "t": times, "x": result.x}
+        if result.level is not None:
+            body.update(level=result.level, lower=result.lower, upper=result.upper)
         out.emit_json(tagged(FORECAST, body))
         return
-    write_table(output or "-", time_column, result.t, result.variables, result.x, time_origin=origin)
+    names, values = result.variables, result.x
+    if result.lower is not None and result.upper is not None:
+        names = (*names, *(f"{v}_lower" for v in result.variables), *(f"{v}_upper" for v in result.variables))
+        values = np.hstack([result.x, result.lower, result.upper])
+    write_table(output or "-", time_column, result.t, names, values, time_origin=origin)
     if output and output != "-":
         out.info(f"wrote {horizon} forecast steps to {output}")
 

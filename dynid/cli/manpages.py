@@ -33,10 +33,15 @@ EXAMPLES: dict[str, tuple[tuple[str, str], ...]] = {
     "fit": (
         ("Fit sparse equations (SINDy) and save the model.", "dynid fit lorenz.csv --model sindy -o lorenz.dynid"),
         ("Fit a linear model and print the fit summary as JSON.", "dynid fit lorenz.csv --model dmd -o dmd.dynid --json"),
+        ("A linear-Gaussian state-space model with 3 hidden states.", "dynid fit lorenz.csv --model lds -p latent=3 -p max_iter=30 -o lds.dynid"),
     ),
     "forecast": (
         ("Forecast 100 steps on from the end of the data.", "dynid forecast lorenz.dynid lorenz.csv -n 100 > forecast.csv"),
         ("The model file may come on stdin.", "cat lorenz.dynid | dynid forecast - lorenz.csv -n 10"),
+        ("The predictive mean with a 90% interval (x_lower, x_upper, ... columns).", "dynid forecast lds.dynid lorenz.csv -n 20 --interval 0.9"),
+    ),
+    "states": (
+        ("Smoothed hidden states (z_K) and their sds (z_K_sd), one row per data row.", "dynid states lds.dynid lorenz.csv > states.csv"),
     ),
     "score": (
         ("Multi-step rollout errors and valid prediction time.", "dynid score lorenz.dynid lorenz.csv --horizon 50 --starts 10"),

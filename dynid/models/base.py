@@ -18,7 +18,15 @@ from dynid.data.dataset import Dataset, Trial
 from dynid.errors import DataError, UsageError
 from dynid.params import Hyperparameters, param
 
-__all__ = ["Backend", "Capabilities", "Hyperparameters", "expect_array", "param"]
+__all__ = [
+    "Backend",
+    "Capabilities",
+    "Hyperparameters",
+    "LatentStates",
+    "PredictiveInterval",
+    "expect_array",
+    "param",
+]
 
 
 @dataclass(frozen=True)
@@ -32,6 +40,32 @@ class Capabilities:
     stochastic: bool = False
     # Trains a network through dynid.training (takes --max-time, --checkpoint, --resume, --threads).
     training: bool = False
+
+
+@dataclass(frozen=True)
+class LatentStates:
+    """Inferred hidden states of a Dataset, one row per sample (trials one after another).
+
+    names: the k state columns (``z_0`` ...); t (N,) times; trial (N,) trial indices;
+    means (N, k) smoothed means; sds (N, k) their standard deviations.
+    """
+
+    names: tuple[str, ...]
+    t: np.ndarray
+    trial: np.ndarray
+    means: np.ndarray
+    sds: np.ndarray
+
+
+@dataclass(frozen=True)
+class PredictiveInterval:
+    """A forecast with a central interval of probability ``level`` per step and variable:
+    mean, lower, upper (steps, d)."""
+
+    mean: np.ndarray
+    lower: np.ndarray
+    upper: np.ndarray
+    level: float
 
 
 class Backend(ABC):
@@ -87,6 +121,13 @@ class Backend(ABC):
         future_inputs: (steps, m) inputs for the forecast when the model has inputs.
         Returns (steps, d) states.
         """
+        self._check_history(history, steps, future_inputs)
+        return self._simulate(history, steps, future_inputs)
+
+    def _check_history(
+        self, history: Trial, steps: int, future_inputs: np.ndarray | None
+    ) -> None:
+        """DataError unless ``history`` and ``future_inputs`` suit the fitted model."""
         self._check_fitted()
         if history.x.shape[1] != len(self.variables_):
             raise DataError(
@@ -104,7 +145,6 @@ class Backend(ABC):
                 )
             if history.u is None:
                 raise DataError("the history lacks the model's input columns")
-        return self._simulate(history, steps, future_inputs)
 
     @property
     def history_length(self) -> int:
@@ -165,6 +205,23 @@ class Backend(ABC):
     def eigenvalues(self) -> np.ndarray | None:
         """Discrete-time eigenvalues of the linear(ised) dynamics, if the model has them."""
         return None
+
+    # -- optional, for models with hidden states or a predictive distribution ----------------
+    def states(self, data: Dataset) -> LatentStates:
+        """The hidden states of ``data`` (``dynid states``); UsageError for models without."""
+        raise UsageError(
+            f"the {self.name} model has no hidden states; fit a latent-state model (lds)"
+        )
+
+    def predictive(
+        self, history: Trial, steps: int, future_inputs: np.ndarray | None, level: float
+    ) -> PredictiveInterval:
+        """The forecast of ``simulate`` with a central ``level`` interval (``--interval``);
+        UsageError for models without a predictive distribution."""
+        raise UsageError(
+            f"--interval: the {self.name} model has no predictive distribution; "
+            "fit a stochastic model (lds) or drop --interval"
+        )
 
     # -- helpers -------------------------------------------------------------------------------
     def _check_fitted(self) -> None:

@@ -14,6 +14,7 @@ _BACKENDS: dict[str, str] = {
     "var": "dynid.models.var:VAR",
     "sindy": "dynid.models.sindy:SINDy",
     "symbolic": "dynid.models.symbolic:Symbolic",
+    "lds": "dynid.models.latent.lds:LDS",
 }
 
 

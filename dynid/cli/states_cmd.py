@@ -1,0 +1,49 @@
+"""``dynid states MODEL DATA [-o FILE]``: the hidden states of DATA under a fitted model."""
+
+from typing import Annotated
+
+import typer
+
+from dynid.cli.options import DataOptions, OutputPath, with_options
+from dynid.cli.output import Output
+
+
+def register(app: typer.Typer) -> None:
+    app.command("states")(states)
+
+
+@with_options("data")
+def states(
+    model_path: Annotated[str, typer.Argument(metavar="MODEL", help="A .dynid model file of a latent-state model ('-' = stdin; then DATA must be a file).")],
+    data_file: Annotated[str, typer.Argument(metavar="DATA", help="Data to infer the states of ('-' = stdin); NaN cells are missing observations.")],
+    output: OutputPath = None,
+    *,
+    data: DataOptions,
+    out: Output,
+) -> None:
+    """Hidden states of DATA, one row per row: t, (trial,) then z_K and z_K_sd (smoothed latent means and sds); CSV on stdout or -o (HDF5 by suffix; --json: one JSON document)."""
+    import numpy as np
+
+    from dynid import api
+    from dynid.cli.common import load_model_argument, model_data_options
+    from dynid.data.writers import write_table
+    from dynid.documents import STATES, tagged
+
+    out.check_json_target(output)
+    model = load_model_argument(model_path, data_file).model
+    nan_default = "keep" if model.capabilities.nan else "split"
+    dataset = model_data_options(data, model).load([data_file], nan_default=nan_default, out=out)
+    result = api.states(model, dataset)
+    time_column = dataset.time_column or "t"
+    if out.json_mode:
+        body = {"time_column": time_column, "time_origin": dataset.time_origin, "states": list(result.names),
+                "t": result.t, "trial": result.trial, "z": result.means, "z_sd": result.sds}
+        out.emit_json(tagged(STATES, body))
+        return
+    names = (*result.names, *(f"{name}_sd" for name in result.names))
+    values = np.hstack([result.means, result.sds])
+    if dataset.n_trials > 1:
+        names, values = ("trial", *names), np.hstack([result.trial[:, None], values])
+    write_table(output or "-", time_column, result.t, names, values)
+    if output and output != "-":
+        out.info(f"wrote the states of {result.t.shape[0]} samples to {output}")

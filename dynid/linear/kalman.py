@@ -1,0 +1,143 @@
+"""Kalman filter and Rauch-Tung-Striebel smoother for the linear-Gaussian state-space model
+
+    z_{t+1} = A z_t + w_t,   w_t ~ N(0, Q)
+    y_t     = C z_t + c + v_t,   v_t ~ N(0, diag(r))
+
+with missing observations: a NaN entry of y_t is simply not observed, so the update at t uses
+only the observed rows of C, c and r (a row with nothing observed is a pure prediction).
+
+Why this update: with diagonal R the observed rows enter the update only through the (n, n)
+information J_t = C_o^T R_o^-1 C_o and the (n,) h_t = C_o^T R_o^-1 (y_o - c_o), which are
+computed for all t at once. The covariance update is P_post = (I + P_pred J_t)^-1 P_pred
+(= (P_pred^-1 + J_t)^-1): a sum of a positive definite and a positive semidefinite matrix
+inverted, with no subtraction, so the posterior stays symmetric positive definite - the
+property the Joseph form is used for - at a cost per step independent of the number of
+observed variables. The log-likelihood uses the matrix determinant lemma and Woodbury's
+identity with the same quantities.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+
+
+@dataclass(frozen=True)
+class StateSpace:
+    """Parameters: a (n, n), c (p, n), offset (p,), q (n, n), r (p,) observation noise
+    variances, m0 (n,) and p0 (n, n) the mean and covariance of the first state."""
+
+    a: np.ndarray
+    c: np.ndarray
+    offset: np.ndarray
+    q: np.ndarray
+    r: np.ndarray
+    m0: np.ndarray
+    p0: np.ndarray
+
+    @property
+    def n_latent(self) -> int:
+        return int(self.a.shape[0])
+
+
+@dataclass(frozen=True)
+class Filtered:
+    """means/covs (T, n)/(T, n, n): z_t given y_0..y_t; predicted_means/covs: z_t given
+    y_0..y_{t-1}; loglik (T,): log p(y_t | y_0..y_{t-1}) of the observed entries (0 where
+    none is observed)."""
+
+    means: np.ndarray
+    covs: np.ndarray
+    predicted_means: np.ndarray
+    predicted_covs: np.ndarray
+    loglik: np.ndarray
+
+
+@dataclass(frozen=True)
+class Smoothed:
+    """means/covs (T, n)/(T, n, n): z_t given all of y; cross (T-1, n, n): Cov(z_{t+1}, z_t)
+    given all of y."""
+
+    means: np.ndarray
+    covs: np.ndarray
+    cross: np.ndarray
+
+
+def _information(model: StateSpace, y: np.ndarray) -> tuple[np.ndarray, ...]:
+    """Per-step J (T, n, n), h (T, n), y^T R^-1 y (T,), log det R_o + k log 2 pi (T,) and the
+    observed count k (T,) of the observed entries of y (T, p)."""
+    observed = ~np.isnan(y)
+    weights = observed / model.r  # (T, p): 1/r where observed, else 0
+    centred = np.where(observed, y - model.offset, 0.0)
+    j = np.einsum("tp,pi,pj->tij", weights, model.c, model.c)
+    h = (weights * centred) @ model.c
+    quad = np.sum(weights * centred**2, axis=1)
+    count = observed.sum(axis=1)
+    const = observed @ np.log(model.r) + count * math.log(2 * math.pi)
+    return j, h, quad, const, count
+
+
+def kalman_filter(model: StateSpace, y: np.ndarray) -> Filtered:
+    """Filter one trial y (T, p), NaN = not observed."""
+    j, h, quad, const, count = _information(model, y)
+    steps, n = y.shape[0], model.n_latent
+    eye = np.eye(n)
+    means, covs = np.empty((steps, n)), np.empty((steps, n, n))
+    pmeans, pcovs = np.empty((steps, n)), np.empty((steps, n, n))
+    loglik = np.zeros(steps)
+    m, p = model.m0, model.p0
+    a, at, q = model.a, model.a.T, model.q
+    for t in range(steps):
+        if t > 0:
+            m = a @ m
+            p = a @ p @ at + q
+        pmeans[t], pcovs[t] = m, p
+        if count[t]:
+            jt, ht = j[t], h[t]
+            gain = eye + p @ jt  # I + P J: its determinant is |S| / |R_o|
+            post = np.linalg.solve(gain, p)
+            post = 0.5 * (post + post.T)
+            g = ht - jt @ m  # C_o^T R_o^-1 (innovation)
+            correction = post @ g
+            # e^T S^-1 e = e^T R^-1 e - g^T P_post g (Woodbury), with
+            # e^T R^-1 e = quad - 2 h.m + m.J m = quad - m.(g + h).
+            maha = quad[t] - m @ (g + ht) - g @ correction
+            loglik[t] = -0.5 * (const[t] + np.linalg.slogdet(gain)[1] + maha)
+            m, p = m + correction, post
+        means[t], covs[t] = m, p
+    return Filtered(means, covs, pmeans, pcovs, loglik)
+
+
+def rts_smoother(model: StateSpace, filtered: Filtered) -> Smoothed:
+    """Rauch-Tung-Striebel smoothing of one filtered trial."""
+    means, covs = filtered.means.copy(), filtered.covs.copy()
+    steps, n = means.shape
+    cross = np.empty((max(steps - 1, 0), n, n))
+    if steps < 2:
+        return Smoothed(means, covs, cross)
+    # Every gain G_t = P_t A^T P_pred_{t+1}^-1 at once, from solves with the symmetric
+    # predicted covariances.
+    gains = np.linalg.solve(filtered.predicted_covs[1:], model.a @ filtered.covs[:-1]).transpose(0, 2, 1)
+    for t in range(steps - 2, -1, -1):
+        gain = gains[t]
+        means[t] = filtered.means[t] + gain @ (means[t + 1] - filtered.predicted_means[t + 1])
+        cov = filtered.covs[t] + gain @ (covs[t + 1] - filtered.predicted_covs[t + 1]) @ gain.T
+        covs[t] = 0.5 * (cov + cov.T)
+    cross[:] = covs[1:] @ gains.transpose(0, 2, 1)
+    return Smoothed(means, covs, cross)
+
+
+def forecast(model: StateSpace, mean: np.ndarray, cov: np.ndarray, steps: int) -> tuple[np.ndarray, np.ndarray]:
+    """Predicted observations after the filtered state (mean (n,), cov (n, n)) at the last
+    sample: means (steps, p) and variances (steps, p) of y_{T+1..T+steps}."""
+    p = model.c.shape[0]
+    out_mean, out_var = np.empty((steps, p)), np.empty((steps, p))
+    m, s = mean, cov
+    for k in range(steps):
+        m = model.a @ m
+        s = model.a @ s @ model.a.T + model.q
+        out_mean[k] = model.c @ m + model.offset
+        out_var[k] = np.einsum("pi,ij,pj->p", model.c, s, model.c) + model.r
+    return out_mean, out_var

@@ -1,0 +1,1 @@
+"""Latent-state models: hidden states inferred by filtering and smoothing."""
