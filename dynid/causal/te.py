@@ -42,6 +42,7 @@ from dynid.causal.knn import CMIEstimator
 from dynid.data.dataset import Dataset
 from dynid.errors import DataError
 from dynid.params import Hyperparameters, param
+from dynid.runtime import Steps
 
 # Fewest rows per joint-space neighbour for a usable kNN estimate (rows >= this * (k + 1)).
 _ROWS_PER_NEIGHBOUR = 10
@@ -81,6 +82,7 @@ class TransferEntropy(CausalMethod):
     """``--method te``: kNN transfer entropy per link and lag, local permutation tests."""
 
     name = "te"
+    reports_progress = True
     summary = "transfer entropy (KSG kNN estimator) per link and lag, local permutation tests"
     Params = TEParams
 
@@ -108,7 +110,9 @@ class TransferEntropy(CausalMethod):
 
         te = np.full((d, d, lags), np.nan)
         p_raw = np.full((d, d, lags), np.nan)
+        steps = Steps(settings.training.progress, d)
         for i in range(d):
+            steps.start(f"te: target {data.variables[i]}")
             own = [past[lag][:, i] for lag in range(1, h + 1)]
             shared = CMIEstimator(past[0][:, i], np.column_stack(own), params.k)
             for j in range(d):
@@ -125,6 +129,7 @@ class TransferEntropy(CausalMethod):
                         past[lag][:, j], k_perm=params.k_perm, n_permutations=n_perm, rng=rng,
                         stop_after=params.stop_after or None,
                     )
+            steps.finish(f"te: target {data.variables[i]}")
         return lagged_graph(
             data, settings, method="te", strength=te, p_raw=p_raw,
             extra={
