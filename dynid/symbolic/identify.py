@@ -22,6 +22,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 import numpy as np
+from threadpoolctl import threadpool_limits
 
 from dynid.data.dataset import Dataset
 from dynid.runtime import Progress, SilentProgress, Steps
@@ -73,6 +74,15 @@ def identify(
     ``seed`` makes the bootstrap ensemble repeatable. ``progress`` hears which equation and
     library is being worked on, counted per equation over the sweep and the ensemble; it never
     changes the result."""
+    # BLAS at one thread: the pipeline's products and factorisations are small (p <= a few
+    # hundred columns), and OpenBLAS's second thread spin-waits for a core that others hold.
+    # Measured on the shared 2-core machine (load ~7), one equation's poly3 sweep on 10 x 3,000
+    # Lorenz-96 rows: 28.8 s CPU with two threads, 2.2 s with one (benchmarks/README.md).
+    with threadpool_limits(1, user_api="blas"):
+        return _identify(data, params, seed, progress)
+
+
+def _identify(data: Dataset, params: SymbolicParams, seed: int | None, progress: Progress | None) -> Identification:
     d = data.n_variables
     names = list(data.variables)
     steps = Steps(progress or SilentProgress(), d * (2 if params.ensemble else 1))
