@@ -9,7 +9,7 @@ Thresholds of every solver act on *normalised* coefficients (see the package doc
 from __future__ import annotations
 
 import hashlib
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 from scipy import linalg
@@ -46,6 +46,8 @@ class RegressionProblem:
     b: np.ndarray  # (p,) theta_n^T y_n = r^T z
     total: float  # ||y_n||^2: 1, or 0 when y is all zero
     n_rows: int
+    # Plain fits by support: the STLSQ path revisits supports, and scoring refits each one.
+    _fits: dict[bytes, np.ndarray] = field(default_factory=dict, repr=False)
 
     @classmethod
     def from_data(cls, theta: np.ndarray, y: np.ndarray) -> RegressionProblem:
@@ -72,7 +74,18 @@ class RegressionProblem:
         return self.col_norm.size
 
     def fit(self, support: np.ndarray, ridge: float = 0.0) -> np.ndarray:
-        """Normalised (ridge) least-squares coefficients w (p,) on ``support``; 0 elsewhere."""
+        """Normalised (ridge) least-squares coefficients w (p,) on ``support``; 0 elsewhere.
+        Plain fits (``ridge`` 0) are remembered and returned read-only."""
+        if ridge > 0:
+            return self._fit(support, ridge)
+        key = np.asarray(support, dtype=bool).tobytes()
+        if key not in self._fits:
+            w = self._fit(support, 0.0)
+            w.setflags(write=False)
+            self._fits[key] = w
+        return self._fits[key]
+
+    def _fit(self, support: np.ndarray, ridge: float) -> np.ndarray:
         w = np.zeros(self.p)
         columns = np.flatnonzero(support)
         if columns.size == 0:
