@@ -1,5 +1,6 @@
 """Run-time choices shared by commands: compute device, seeding, torch threads and the progress
-objects training reports to. torch (and rich) are imported lazily."""
+objects that training, symbolic sweeps and causal methods report to. torch (and rich) are
+imported lazily."""
 
 from __future__ import annotations
 
@@ -155,8 +156,8 @@ class SilentProgress:
 
 
 class LineProgress:
-    """Notices on stderr; with ``interval_s`` also one line of epoch numbers at most that often
-    (``-v`` off a terminal). Without it, off a terminal, epochs are not shown."""
+    """Notices on stderr; with ``interval_s`` also one line of progress (epoch or step) at most
+    that often (``-v`` off a terminal). Without it, off a terminal, progress is not shown."""
 
     def __init__(self, interval_s: float | None = None) -> None:
         self.interval_s = interval_s
