@@ -1,5 +1,6 @@
 """Run-time choices shared by commands: compute device, seeding, torch threads and the progress
-objects training reports to. torch (and rich) are imported lazily."""
+objects that training, symbolic sweeps and causal methods report to. torch (and rich) are
+imported lazily."""
 
 from __future__ import annotations
 
@@ -114,11 +115,27 @@ class EpochReport:
     eta_s: float
 
 
-class Progress(Protocol):
-    """Where training reports to: ``update`` after every epoch, ``notice`` for what the user
-    must know (e.g. that ``--max-time`` stopped training), ``close`` once at the end."""
+@dataclass(frozen=True)
+class StepReport:
+    """Where a computation of counted steps stands (a symbolic sweep over equations, a causal
+    test per target variable): ``stage`` what runs now (e.g. "x3: library poly3"), ``done``
+    of ``total`` steps finished, ``elapsed_s`` since the computation began."""
 
-    def update(self, report: EpochReport) -> None: ...
+    stage: str
+    done: int
+    total: int
+    elapsed_s: float
+
+
+Report = EpochReport | StepReport
+
+
+class Progress(Protocol):
+    """Where long computations report to: ``update`` after every epoch or step, ``notice`` for
+    what the user must know (e.g. that ``--max-time`` stopped training), ``close`` once at the
+    end."""
+
+    def update(self, report: Report) -> None: ...
 
     def notice(self, message: str) -> None: ...
 
@@ -128,7 +145,7 @@ class Progress(Protocol):
 class SilentProgress:
     """Reports nothing (``-q``, or a library call that asked for no progress)."""
 
-    def update(self, report: EpochReport) -> None:
+    def update(self, report: Report) -> None:
         pass
 
     def notice(self, message: str) -> None:
@@ -139,19 +156,19 @@ class SilentProgress:
 
 
 class LineProgress:
-    """Notices on stderr; with ``interval_s`` also one line of epoch numbers at most that often
-    (``-v`` off a terminal). Without it, off a terminal, epochs are not shown."""
+    """Notices on stderr; with ``interval_s`` also one line of progress (epoch or step) at most
+    that often (``-v`` off a terminal). Without it, off a terminal, progress is not shown."""
 
     def __init__(self, interval_s: float | None = None) -> None:
         self.interval_s = interval_s
         self._last = -math.inf
 
-    def update(self, report: EpochReport) -> None:
+    def update(self, report: Report) -> None:
         now = time.monotonic()
         if self.interval_s is None or now - self._last < self.interval_s:
             return
         self._last = now
-        print(describe_epoch(report), file=sys.stderr, flush=True)
+        print(describe(report), file=sys.stderr, flush=True)
 
     def notice(self, message: str) -> None:
         print(message, file=sys.stderr, flush=True)
@@ -171,11 +188,11 @@ class RichProgress:
         self._live = Live("", console=self._console, transient=True, refresh_per_second=4)
         self._started = False
 
-    def update(self, report: EpochReport) -> None:
+    def update(self, report: Report) -> None:
         if not self._started:
             self._live.start()
             self._started = True
-        self._live.update(describe_epoch(report))
+        self._live.update(describe(report))
 
     def notice(self, message: str) -> None:
         self._console.print(message, markup=False)
@@ -197,6 +214,39 @@ def make_progress(*, quiet: bool, verbose: bool, terminal: bool) -> Progress:
 
 
 VERBOSE_INTERVAL_S = 5.0
+
+
+class Steps:
+    """Counts the steps of one computation and reports each to ``progress`` as a
+    ``StepReport`` (the elapsed time measured from this object's creation)."""
+
+    def __init__(self, progress: Progress, total: int) -> None:
+        self.progress = progress
+        self.total = total
+        self.done = 0
+        self._started = time.monotonic()
+
+    def start(self, stage: str) -> None:
+        """Say that ``stage`` runs now (the count unchanged)."""
+        self.progress.update(StepReport(stage, self.done, self.total, time.monotonic() - self._started))
+
+    def finish(self, stage: str) -> None:
+        """Count one step done, ``stage`` having finished it."""
+        self.done += 1
+        self.start(stage)
+
+
+def describe(report: Report) -> str:
+    """One line for a report of either kind."""
+    return describe_epoch(report) if isinstance(report, EpochReport) else describe_step(report)
+
+
+def describe_step(report: StepReport) -> str:
+    """One line: stage, steps done and, once one is, an estimate of the time left."""
+    left = ""
+    if 0 < report.done < report.total:
+        left = f", ~{report.elapsed_s / report.done * (report.total - report.done):.0f} s left"
+    return f"{report.stage}  {report.done}/{report.total}  {report.elapsed_s:.0f} s{left}"
 
 
 def describe_epoch(report: EpochReport) -> str:

@@ -54,13 +54,15 @@ class NoParams(Hyperparameters):
 class CausalMethod(ABC):
     """Discovers a CausalGraph from a Dataset. ``cuda``: whether it can run on a GPU;
     ``trains``: whether it trains networks through ``dynid.training`` (and so takes
-    ``settings.training``)."""
+    ``settings.training``); ``reports_progress``: whether ``discover`` reports its steps to
+    ``settings.training.progress`` (training methods always do; the CLI shows no spinner then)."""
 
     name: ClassVar[str]
     summary: ClassVar[str]
     Params: ClassVar[type[Hyperparameters]] = NoParams
     cuda: ClassVar[bool] = False
     trains: ClassVar[bool] = False
+    reports_progress: ClassVar[bool] = False
 
     def __init__(self, params: Hyperparameters | None = None) -> None:
         self.params = params if params is not None else self.Params()

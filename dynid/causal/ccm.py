@@ -65,6 +65,7 @@ from dynid.causal.graph import CausalGraph, Edge
 from dynid.data.dataset import Dataset
 from dynid.errors import DataError
 from dynid.params import Hyperparameters, param
+from dynid.runtime import Steps
 
 # Fewest prediction samples per embedding dimension for simplex skill to mean anything.
 _ROWS_PER_DIMENSION = 10
@@ -172,6 +173,7 @@ class CCM(CausalMethod):
     """``--method ccm``: convergent cross mapping with cross-map lags and surrogate tests."""
 
     name = "ccm"
+    reports_progress = True
     summary = "convergent cross mapping (nonlinear, deterministic coupling) with cross-map lags"
     Params = CCMParams
 
@@ -207,7 +209,9 @@ def ccm(data: Dataset, settings: CausalSettings, params: CCMParams) -> CausalGra
     best_lag = np.zeros((d, d), dtype=int)
     p_conv, p_surr, p_raw = (np.full((d, d), np.nan) for _ in range(3))
     peak_at_zero = np.zeros((d, d), dtype=bool)
+    steps = Steps(settings.training.progress, d)
     for t in range(d):
+        steps.start(f"ccm: target {data.variables[t]}")
         target = _Embedding.of(series, t, series.rows(max((E[t] - 1) * tau[t], lags), 0),
                                int(E[t]), int(tau[t]), int(theiler[t]))
         sizes[t] = library_sizes(target, n_sizes)
@@ -225,6 +229,7 @@ def ccm(data: Dataset, settings: CausalSettings, params: CCMParams) -> CausalGra
             p_conv[s, t] = _rank_p(curves[0][:, lag, s], full[lag, s])
         p_surr[sources, t] = _surrogate_p(series, target, index, weights, full, sources, lags,
                                           n_null, rng)
+        steps.finish(f"ccm: target {data.variables[t]}")
     cross = ~np.eye(d, dtype=bool)
     p_raw[cross] = np.where(peak_at_zero, 1.0, np.maximum(p_conv, p_surr))[cross]
     return _graph(data, settings, skill, best_lag, p_raw, extra={

@@ -48,7 +48,7 @@ for ``perturbation`` (finer grids only repeat information the smoothing has merg
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Literal
 
 import numpy as np
@@ -59,6 +59,7 @@ from dynid.causal.graph import CausalGraph
 from dynid.data.dataset import Dataset
 from dynid.errors import DataError, UsageError
 from dynid.params import Hyperparameters, param
+from dynid.runtime import SilentProgress, Steps
 
 # A window covers at least this many samples per VAR coefficient by default.
 _SAMPLES_PER_COEFFICIENT = 10
@@ -130,6 +131,7 @@ class DynamicCausality(CausalMethod):
     """``--method dynamic``: time-resolved link strengths and their change points."""
 
     name = "dynamic"
+    reports_progress = True
     summary = (
         "time-resolved causality: a base method on sliding windows, or the error increase when "
         "a source is perturbed in one predictor; change points per link"
@@ -227,12 +229,17 @@ def windowed_strength(
     trials: list[int] = []
     values: list[np.ndarray] = []
     first_error: DataError | None = None
-    for index, trial in enumerate(data.trials):
-        n = trial.n_samples
-        if n < window:
-            continue
-        offset = ((n - window) % step) // 2
-        for start in range(offset, n - window + 1, step):
+    starts = [
+        range(((trial.n_samples - window) % step) // 2, trial.n_samples - window + 1, step)
+        if trial.n_samples >= window else range(0)
+        for trial in data.trials
+    ]
+    steps = Steps(settings.training.progress, sum(len(s) for s in starts))
+    # Windows report as a whole: the base method's own progress on each would flood the line.
+    quiet = replace(settings, training=replace(settings.training, progress=SilentProgress()))
+    for index, (trial, trial_starts) in enumerate(zip(data.trials, starts)):
+        for start in trial_starts:
+            steps.start(f"{base_cls.name}: window {steps.done + 1}")
             part = trial.slice(start, start + window)
             times.append(0.5 * float(part.t[0] + part.t[-1]))
             trials.append(index)
@@ -240,12 +247,12 @@ def windowed_strength(
                 [part], source=f"{data.source} (window t={part.t[0]:g}..{part.t[-1]:g})"
             )
             try:
-                graph = base_cls(base_cls.Params()).discover(piece, settings)
+                graph = base_cls(base_cls.Params()).discover(piece, quiet)
             except DataError as exc:
                 first_error = first_error or exc
-                values.append(np.full((d, d), np.nan))
-                continue
-            values.append(_window_measure(graph, measure))
+                graph = None
+            values.append(np.full((d, d), np.nan) if graph is None else _window_measure(graph, measure))
+            steps.finish(f"{base_cls.name}: window {steps.done + 1}")
     if not values:
         raise DataError(
             f"{data.source}: no trial holds a window of {window} samples; set a smaller -p window"
@@ -317,7 +324,9 @@ def perturbation_strength(
 
     rng = np.random.default_rng(settings.seed)
     increase = np.zeros((design.n_rows, d, d))  # [row][source][target]
+    steps = Steps(settings.training.progress, d)
     for j in range(d):
+        steps.start(f"perturbation: source {data.variables[j]}")
         columns = [design.lag_column(lag, j) for lag in range(1, lags + 1)]
         for _ in range(repeats):
             permuted = np.concatenate([rows.start + rng.permutation(rows.stop - rows.start)
@@ -329,6 +338,7 @@ def perturbation_strength(
             for rows, theta in models:
                 moved[rows] = predicted[rows] + shift[rows] @ theta[columns]
             increase[:, j, :] += (y - moved) ** 2 - error
+        steps.finish(f"perturbation: source {data.variables[j]}")
     increase /= repeats * scale[None, None, :]
 
     times, trials, values = [], [], []

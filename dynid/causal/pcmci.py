@@ -37,6 +37,7 @@ from dynid.causal.graph import CausalGraph, lagged_edges, pair_scores
 from dynid.data.dataset import Dataset
 from dynid.errors import DataError, UsageError
 from dynid.params import Hyperparameters, param
+from dynid.runtime import Steps
 
 CI_TESTS = ("parcorr", "cmiknn")
 
@@ -87,6 +88,7 @@ class PCMCI(CausalMethod):
     """``--method pcmci``: PC1 condition selection then MCI tests, ParCorr or CMIknn."""
 
     name = "pcmci"
+    reports_progress = True
     summary = "PCMCI: PC1 condition selection, then momentary conditional independence tests"
     Params = PCMCIParams
 
@@ -131,8 +133,13 @@ def pcmci(data: Dataset, params: PCMCIParams, settings: CausalSettings) -> Causa
 
     candidates = [lag * d + i for i in range(d) for lag in lags]  # tigramite's order
     max_conds = d * len(lags) if params.max_conds_dim is None else params.max_conds_dim
+    steps = Steps(settings.training.progress, 2)
+    steps.start("pcmci: PC1 condition selection")
     parents = pc1(test, d, candidates, params.pc_alpha, max_conds, params.max_combinations)
+    steps.finish("pcmci: PC1 condition selection")
+    steps.start("pcmci: MCI tests")
     val, p_raw = mci(test, d, candidates, parents, max_lag)
+    steps.finish("pcmci: MCI tests")
 
     off_diagonal = ~np.eye(d, dtype=bool)
     cross = off_diagonal[:, :, None] & (np.arange(max_lag + 1) >= params.tau_min)

@@ -45,6 +45,7 @@ from dynid.causal.graph import CausalGraph, lagged_edges, pair_scores
 from dynid.causal.knn import CMIEstimator
 from dynid.data.dataset import Dataset
 from dynid.params import Hyperparameters, param
+from dynid.runtime import Steps
 
 # Fewest rows per joint-space neighbour for a usable kNN estimate (rows >= this * (k + 1)).
 _ROWS_PER_NEIGHBOUR = 10
@@ -83,6 +84,7 @@ class TransferEntropy(CausalMethod):
     """``--method te``: kNN transfer entropy per link and lag, local permutation tests."""
 
     name = "te"
+    reports_progress = True
     summary = "transfer entropy (KSG kNN estimator) per link and lag, local permutation tests"
     Params = TEParams
 
@@ -110,7 +112,9 @@ class TransferEntropy(CausalMethod):
 
         te = np.full((d, d, lags), np.nan)
         p_raw = np.full((d, d, lags), np.nan)
+        steps = Steps(settings.training.progress, d)
         for i in range(d):
+            steps.start(f"te: target {data.variables[i]}")
             own = [past[lag][:, i] for lag in range(1, h + 1)]
             shared = CMIEstimator(past[0][:, i], np.column_stack(own), params.k)
             for j in range(d):
@@ -127,6 +131,7 @@ class TransferEntropy(CausalMethod):
                         past[lag][:, j], k_perm=params.k_perm, n_permutations=n_perm, rng=rng,
                         stop_after=params.stop_after or None,
                     )
+            steps.finish(f"te: target {data.variables[i]}")
         return lagged_graph(
             data, settings, method="te", strength=te, p_raw=p_raw,
             extra={

@@ -66,8 +66,9 @@ def discover_causal(
     if chosen not in FORMATS:
         raise UsageError(f"--format {output_format}: expected one of {', '.join(FORMATS)}")
     dataset = data.load(data_files, out=out)
-    # A training method shows its own progress; a spinner would fight it for the line.
-    with out.status(f"running {method}") if not cls.trains else contextlib.nullcontext():
+    # A method that reports progress shows it; a spinner would fight it for the line.
+    spinner = not (cls.trains or cls.reports_progress)
+    with out.status(f"running {method}") if spinner else contextlib.nullcontext():
         try:
             graph = api.discover_causal(
                 dataset, method, hyper, clusters=clusters, max_lag=max_lag, alpha=alpha,

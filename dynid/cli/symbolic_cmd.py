@@ -38,11 +38,13 @@ def symbolic(
     """Identify governing equations with uncertainty; -p sets any 'symbolic' model hyperparameter."""
     from dynid import api
     from dynid.atomic import write_text
+    from dynid.cli.output import stderr_is_tty
     from dynid.documents import to_text
     from dynid.errors import UsageError
     from dynid.modelfile import save_model as write_model
     from dynid.models import registry
     from dynid.params import split_assignments
+    from dynid.runtime import make_progress
     from dynid.symbolic import format_latex, format_text
 
     chosen = "json" if out.json_mode else output_format
@@ -55,8 +57,12 @@ def symbolic(
         values["discrete"] = True
     hyper = registry.get("symbolic").Params.from_values(values, option="-p ")
     dataset = data.load(data_files, out=out)
-    with out.status("identifying equations"):
-        fitted = api.identify_model(dataset, hyper, seed=run.seed, device=run.device)
+    # A live line on a terminal; off one, a status line every few seconds with -v; none with -q.
+    progress = make_progress(quiet=out.quiet, verbose=out.verbose, terminal=stderr_is_tty())
+    try:
+        fitted = api.identify_model(dataset, hyper, seed=run.seed, device=run.device, progress=progress)
+    finally:
+        progress.close()
     result = api.equations_document(fitted.model, run.seed)
     if chosen == "json":
         text = to_text(result)

@@ -39,7 +39,7 @@ class Symbolic(EquationBackend):
     def _fit(self, data: Dataset, *, seed: int | None, device: str, progress: Any) -> None:
         from dynid.symbolic.identify import identify
 
-        found = identify(data, self.params, seed=seed)
+        found = identify(data, self.params, seed=seed, progress=progress)
         d, p = found.coefficients.shape
         self.termset_ = found.termset
         self.coefficients_ = found.coefficients

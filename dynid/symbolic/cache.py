@@ -1,12 +1,18 @@
 """One bounded cache for the work the symbolic pipeline repeats on identical inputs.
 
-Three kinds of entries, each kept least-recently-used up to its own bound (``LIMITS``):
+Five kinds of entries, each kept least-recently-used up to its own bound (``LIMITS``):
 
 - ``"term"``: a term's numpy function (and its derivatives by constants), ``library.TermSet``:
   the libraries of a sweep repeat the same terms, and ``sympy.lambdify`` costs milliseconds each;
 - ``"library"``: a whole term set's function with its Jacobians (``shooting``): a fit and the
   score test before it, or the candidates of consecutive equations, share one (sympy's diff and
   lambdify cost ~50 ms);
+- ``"factor"``: the column norms and triangular factor of a library evaluated on a set of rows
+  (``solvers.problem.column_factor``): every equation, and every pass over the libraries, fits
+  the same columns on the same rows, and the factor costs O(n p^2) where the rest is O(n p);
+- ``"folds"``: the per-fold candidates of one library for one equation
+  (``selection.select_folds``): every library is scored a second time with the residuals'
+  autocorrelation time, which changes only how the pooled errors are weighed;
 - ``"search"``: resumable best-subset searches (``solvers.best_subsets``): model selection asks
   for the same library on the same rows again, and the exact search is the expensive part.
 
@@ -23,8 +29,10 @@ from typing import TypeVar, cast
 Value = TypeVar("Value")
 
 # Entries kept per kind: compiled terms are small and a sweep over many variables has hundreds;
-# library functions and searches hold larger state.
-LIMITS = {"term": 4096, "library": 8, "search": 64}
+# library functions and searches hold larger state. Factors: a p x p matrix each (0.65 MB for
+# poly3 of 10 variables); a sweep of 8 libraries over 5 folds, plus all rows, needs ~50 at once.
+# Fold scores: a few candidates per size and fold; one equation's sweep needs one per library.
+LIMITS = {"term": 4096, "library": 8, "factor": 96, "folds": 64, "search": 64}
 
 
 class BoundedCache:

@@ -17,12 +17,14 @@ from __future__ import annotations
 
 import multiprocessing
 import os
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 from math import comb, log
 
 import numpy as np
 
 from dynid.errors import DataError
+from dynid.runtime import Steps
 from dynid.symbolic.autocorrelation import autocorrelation_time
 from dynid.symbolic.folds import Folds, block_labels
 from dynid.symbolic.library import TermSet
@@ -69,29 +71,45 @@ _SHARED: tuple[()] | tuple[list[EvaluatedLibrary], RegressionRows, Folds, Symbol
 
 def choose_equations(
     d: int, candidates: list[EvaluatedLibrary], rows: RegressionRows, folds: Folds, params: SymbolicParams,
+    steps: Steps, names: list[str],
 ) -> list[EquationChoice]:
-    """``_best_equation`` for every equation, in ``params.jobs`` forked processes when > 1."""
+    """``_best_equation`` for every equation, in ``params.jobs`` forked processes when > 1;
+    ``steps`` counts the equations done (``names``: theirs), and in one process also says
+    which library is being scored."""
     jobs = params.jobs if params.jobs > 0 else (os.cpu_count() or 1)
     jobs = min(jobs, d)
     if jobs <= 1:
-        return [_best_equation(i, candidates, rows, folds, params) for i in range(d)]
+        chosen = []
+        for i, name in enumerate(names):
+            def scoring(spec: str, name: str = name) -> None:
+                steps.start(f"{name}: library {spec}")
+
+            chosen.append(_best_equation(i, candidates, rows, folds, params, scoring))
+            steps.finish(f"selected {name}")
+        return chosen
     global _SHARED
     _SHARED = (candidates, rows, folds, params)
     try:
         with multiprocessing.get_context("fork").Pool(jobs) as pool:
-            return pool.map(_best_equation_shared, range(d))
+            chosen = []
+            for i, choice in enumerate(pool.imap(_best_equation_shared, range(d))):
+                chosen.append(choice)
+                steps.finish(f"selected {names[i]}")
+            return chosen
     finally:
         _SHARED = ()
 
 
 def _best_equation_shared(i: int) -> EquationChoice:
-    return _best_equation(i, *_SHARED)
+    return _best_equation(i, *_SHARED, lambda spec: None)
 
 
 def _best_equation(
     i: int, candidates: list[EvaluatedLibrary], rows: RegressionRows, folds: Folds, params: SymbolicParams,
+    scoring: Callable[[str], None],
 ) -> EquationChoice:
-    """The library and support with the lowest held-out criterion for equation ``i``.
+    """The library and support with the lowest held-out criterion for equation ``i``;
+    ``scoring(spec)`` is called as each library's turn comes.
 
     Every library is scored with one effective number of rows (``selection.select_folds``): first
     with the targets' noise correlation time; when the winner's held-out residuals are more
@@ -100,20 +118,22 @@ def _best_equation(
     """
     y = rows.targets[:, i]
     candidates = [c if c.profile is None else _profiled(c, y, rows) for c in candidates]
-    best = _best_library(i, candidates, rows, folds, params, rows.noise_time)
+    best = _best_library(i, candidates, rows, folds, params, rows.noise_time, scoring)
     residual = y[folds.val] - best.library.theta[folds.val] @ best.coef
     tau = autocorrelation_time(residual, block_labels(folds.val))
     if tau > rows.noise_time:
-        best = _best_library(i, candidates, rows, folds, params, tau)
+        best = _best_library(i, candidates, rows, folds, params, tau, scoring)
     return best
 
 
 def _best_library(
     i: int, candidates: list[EvaluatedLibrary], rows: RegressionRows, folds: Folds, params: SymbolicParams, tau: float,
+    scoring: Callable[[str], None],
 ) -> EquationChoice:
     y = rows.targets[:, i]
     best: tuple[tuple[float, int], EquationChoice] | None = None
     for candidate in candidates:
+        scoring(candidate.spec)
         choice = _select_in(candidate, y, rows, folds, params, i, tau)
         if choice is None:
             continue

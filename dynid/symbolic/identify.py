@@ -22,8 +22,10 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 import numpy as np
+from threadpoolctl import threadpool_limits
 
 from dynid.data.dataset import Dataset
+from dynid.runtime import Progress, SilentProgress, Steps
 from dynid.symbolic.choice import EquationChoice, EvaluatedLibrary, choose_equations, refit
 from dynid.symbolic.ensemble import bagging
 from dynid.symbolic.folds import make_folds
@@ -64,15 +66,33 @@ class Identification:
     metrics: dict[str, Any] = field(default_factory=dict)
 
 
-def identify(data: Dataset, params: SymbolicParams = SymbolicParams(), *, seed: int | None = None) -> Identification:
+def identify(
+    data: Dataset, params: SymbolicParams = SymbolicParams(), *, seed: int | None = None,
+    progress: Progress | None = None,
+) -> Identification:
     """Identify governing equations in ``data`` (see the module docstring for the method);
-    ``seed`` makes the bootstrap ensemble repeatable."""
+    ``seed`` makes the bootstrap ensemble repeatable. ``progress`` hears which equation and
+    library is being worked on, counted per equation over the sweep and the ensemble; it never
+    changes the result."""
+    # BLAS at one thread: the pipeline's products and factorisations are small (p <= a few
+    # hundred columns), and OpenBLAS's second thread spin-waits for a core that others hold.
+    # Measured on the shared 2-core machine (load ~7), one equation's poly3 sweep on 10 x 3,000
+    # Lorenz-96 rows: 28.8 s CPU with two threads, 2.2 s with one (benchmarks/README.md).
+    with threadpool_limits(1, user_api="blas"):
+        return _identify(data, params, seed, progress)
+
+
+def _identify(data: Dataset, params: SymbolicParams, seed: int | None, progress: Progress | None) -> Identification:
+    d = data.n_variables
+    names = list(data.variables)
+    steps = Steps(progress or SilentProgress(), d * (2 if params.ensemble else 1))
     rows = regression_rows(data, params)
     folds = make_folds(rows)
     train, val = folds.train, folds.val
     user = _user_library(data, params)
     candidates = []
     for spec in _library_specs(params):
+        steps.start(f"evaluating library {spec}")
         termset = _build_termset(spec, user, data, rows)
         theta = rows.theta(termset)
         usable = np.all(np.isfinite(theta), axis=0)
@@ -80,13 +100,13 @@ def identify(data: Dataset, params: SymbolicParams = SymbolicParams(), *, seed: 
         if any(term.family for term in termset.terms):
             profile = FamilyProfile(termset, theta, usable, train, rows.theta)
         candidates.append(EvaluatedLibrary(spec, termset, theta, usable, profile))
-    d = data.n_variables
-    chosen = choose_equations(d, candidates, rows, folds, params)
+    chosen = choose_equations(d, candidates, rows, folds, params, steps, names)
 
     refits = [refit(i, choice, rows, params) for i, choice in enumerate(chosen)]
     selected, start, origins = _selected_terms(chosen, refits, data)
     shooting = None
     if shooting_applies(rows, params):
+        steps.start("multiple shooting")
         trials, noise = shooting_data(data)
         shooting = shoot(selected, start, trials, noise)
         if shooting is not None:
@@ -110,7 +130,11 @@ def identify(data: Dataset, params: SymbolicParams = SymbolicParams(), *, seed: 
     theta_val = rows.theta(final)[val] if len(final) else np.zeros((int(val.sum()), 0))
     equations = []
     for i, (choice, (mapping, shift)) in enumerate(zip(chosen, placed)):
-        ensemble = _ensemble(choice, rows.targets[:, i], params, i, seed) if params.ensemble else None
+        ensemble = None
+        if params.ensemble:
+            steps.start(f"{names[i]}: ensemble of {params.ensemble}")
+            ensemble = _ensemble(choice, rows.targets[:, i], params, i, seed)
+            steps.finish(f"ensemble of {names[i]}")
         equations.append(
             _equation_result(choice, mapping, ensemble, shift, theta_val @ coefficients[i], rows.targets[val, i])
         )

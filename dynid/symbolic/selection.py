@@ -28,12 +28,14 @@ recorded in benchmarks/README.md, "Symbolic design experiments").
 
 from __future__ import annotations
 
+import hashlib
 from dataclasses import dataclass, replace
 from typing import Literal
 
 import numpy as np
 
 from dynid.errors import DataError, UsageError
+from dynid.symbolic.cache import CACHE
 from dynid.symbolic.autocorrelation import autocorrelation_time
 from dynid.symbolic.solvers import (
     MAX_EXACT_P,
@@ -217,24 +219,12 @@ def select_folds(
     if not folds:
         raise UsageError("select_folds needs at least one (train, validation) fold")
     theta, y = np.asarray(theta, dtype=float), np.asarray(y, dtype=float)
-    per_size: list[dict[int, tuple[Candidate, float]]] = []
-    held_rows, first = 0, None
+    key = hashlib.blake2b(theta.tobytes() + y.tobytes() + repr((theta.shape, criterion, max_terms, error_floor)).encode())
     for train, val in folds:
-        chosen = select(
-            theta[train], y[train], theta_val=theta[val], y_val=y[val],
-            criterion=criterion, max_terms=max_terms, error_floor=error_floor, tau=tau,
-        )
-        if first is None:
-            # Only sizes that every fold scores are compared: later folds stop at the first's.
-            first = chosen
-            max_terms = max(c.n_terms for c in chosen.all)
-        sizes: dict[int, tuple[Candidate, float]] = {}
-        for candidate in chosen.all:
-            known = sizes.get(candidate.n_terms)
-            if known is None or candidate.train_error < known[0].train_error:
-                sizes[candidate.n_terms] = (candidate, candidate.val_error**2 * int(val.sum()))
-        per_size.append(sizes)
-        held_rows += int(val.sum())
+        key.update(np.packbits(train).tobytes() + np.packbits(val).tobytes())
+    per_size, held_rows, subset_search = CACHE.get(
+        "folds", key.digest(), lambda: _fold_scores(theta, y, folds, criterion, max_terms, error_floor)
+    )
     held = np.zeros(y.size, dtype=bool)
     for _, val in folds:
         held |= val
@@ -254,8 +244,41 @@ def select_folds(
         criterion=criterion,
         all=pooled,
         scored_on=f"{len(folds)}-fold blocked cross-validation",
-        subset_search=first.subset_search,
+        subset_search=subset_search,
     )
+
+
+FoldScores = tuple[list[dict[int, tuple[Candidate, float]]], int, str]
+
+
+def _fold_scores(
+    theta: np.ndarray, y: np.ndarray, folds: list[tuple[np.ndarray, np.ndarray]],
+    criterion: Criterion, max_terms: int | None, error_floor: float,
+) -> FoldScores:
+    """What ``select_folds`` pools, whatever tau: per fold {size k: (the candidate of k terms
+    with the smallest training error, its held-out sum of squared residuals)}, the held-out
+    rows of all folds, and how the first fold's subsets were searched. Remembered in
+    ``cache.CACHE``: ``choice`` scores every library again with the residuals' tau."""
+    per_size: list[dict[int, tuple[Candidate, float]]] = []
+    held_rows, first = 0, None
+    for train, val in folds:
+        # tau only rescales criteria, which are recomputed from the pooled errors.
+        chosen = select(
+            theta[train], y[train], theta_val=theta[val], y_val=y[val],
+            criterion=criterion, max_terms=max_terms, error_floor=error_floor, tau=1.0,
+        )
+        if first is None:
+            # Only sizes that every fold scores are compared: later folds stop at the first's.
+            first = chosen
+            max_terms = max(c.n_terms for c in chosen.all)
+        sizes: dict[int, tuple[Candidate, float]] = {}
+        for candidate in chosen.all:
+            known = sizes.get(candidate.n_terms)
+            if known is None or candidate.train_error < known[0].train_error:
+                sizes[candidate.n_terms] = (candidate, candidate.val_error**2 * int(val.sum()))
+        per_size.append(sizes)
+        held_rows += int(val.sum())
+    return per_size, held_rows, first.subset_search
 
 
 def pareto_front(candidates: list[Candidate]) -> list[Candidate]:

@@ -8,13 +8,15 @@ Thresholds of every solver act on *normalised* coefficients (see the package doc
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import hashlib
+from dataclasses import dataclass, field
 
 import numpy as np
 from scipy import linalg
 from scipy.linalg import lapack
 
 from dynid.errors import DataError
+from dynid.symbolic.cache import CACHE
 
 # A column whose squared distance from the span of already chosen (unit-norm) columns is below
 # this is treated as redundant: it sits within ~1e-5 rad of that span, and any coefficient it
@@ -44,18 +46,19 @@ class RegressionProblem:
     b: np.ndarray  # (p,) theta_n^T y_n = r^T z
     total: float  # ||y_n||^2: 1, or 0 when y is all zero
     n_rows: int
+    # Plain fits by support: the STLSQ path revisits supports, and scoring refits each one.
+    _fits: dict[bytes, np.ndarray] = field(default_factory=dict, repr=False)
 
     @classmethod
     def from_data(cls, theta: np.ndarray, y: np.ndarray) -> RegressionProblem:
         """Normalise and reduce ``theta`` (n, p) and ``y`` (n,); raises DataError on bad input."""
         theta, y = as_regression(theta, y)
         n, p = theta.shape
-        col_norm = np.linalg.norm(theta, axis=0)
-        col_norm[col_norm == 0] = 1.0
+        factor = column_factor(theta)
         y_norm = float(np.linalg.norm(y)) or 1.0
-        r, z, rss_offset = _reduce(theta / col_norm, y / y_norm)
+        r, z, rss_offset = _reduce(theta / factor.col_norm, y / y_norm, factor.r)
         return cls(
-            col_norm=col_norm,
+            col_norm=factor.col_norm,
             y_norm=y_norm,
             r=r,
             z=z,
@@ -71,7 +74,18 @@ class RegressionProblem:
         return self.col_norm.size
 
     def fit(self, support: np.ndarray, ridge: float = 0.0) -> np.ndarray:
-        """Normalised (ridge) least-squares coefficients w (p,) on ``support``; 0 elsewhere."""
+        """Normalised (ridge) least-squares coefficients w (p,) on ``support``; 0 elsewhere.
+        Plain fits (``ridge`` 0) are remembered and returned read-only."""
+        if ridge > 0:
+            return self._fit(support, ridge)
+        key = np.asarray(support, dtype=bool).tobytes()
+        if key not in self._fits:
+            w = self._fit(support, 0.0)
+            w.setflags(write=False)
+            self._fits[key] = w
+        return self._fits[key]
+
+    def _fit(self, support: np.ndarray, ridge: float) -> np.ndarray:
         w = np.zeros(self.p)
         columns = np.flatnonzero(support)
         if columns.size == 0:
@@ -96,16 +110,46 @@ class RegressionProblem:
         return w * (self.y_norm / self.col_norm)
 
 
-def _reduce(a: np.ndarray, t: np.ndarray) -> tuple[np.ndarray, np.ndarray, float]:
+@dataclass(frozen=True, eq=False)
+class ColumnFactor:
+    """What a regression problem needs of theta (n, p) alone, whatever the target:
+    ``col_norm`` (p,) its Euclidean column norms (1 for an all-zero column) and ``r`` (p, p)
+    the triangular factor of theta / col_norm by Cholesky QR2, None when theta is not tall
+    (n < 2p) or too ill-conditioned for it (``_cholesky_qr2``)."""
+
+    col_norm: np.ndarray
+    r: np.ndarray | None
+
+
+def column_factor(theta: np.ndarray) -> ColumnFactor:
+    """``ColumnFactor`` of a finite float theta (n, p), remembered in ``cache.CACHE`` by its
+    bytes: every equation is fitted on the same library and rows (each fold's training rows,
+    all rows for the refit), and the factorisation, O(n p^2), is the expensive part of a
+    problem while everything that depends on the target is O(n p)."""
+    key = hashlib.blake2b(np.ascontiguousarray(theta).tobytes() + repr(theta.shape).encode()).digest()
+    return CACHE.get("factor", key, lambda: _column_factor(theta))
+
+
+def _column_factor(theta: np.ndarray) -> ColumnFactor:
+    n, p = theta.shape
+    col_norm = np.linalg.norm(theta, axis=0)
+    col_norm[col_norm == 0] = 1.0
+    r = _cholesky_qr2(theta / col_norm) if n >= 2 * p else None
+    for shared in (col_norm, r):  # every problem on these columns holds them
+        if shared is not None:
+            shared.setflags(write=False)
+    return ColumnFactor(col_norm, r)
+
+
+def _reduce(a: np.ndarray, t: np.ndarray, r: np.ndarray | None) -> tuple[np.ndarray, np.ndarray, float]:
     """r (q, p), z (q,), rss_offset with ||t - a w||^2 = ||z - r w||^2 + rss_offset for every w.
 
-    ``a`` (n, p), ``t`` (n,). Tall, reasonably conditioned ``a`` (the usual case): r by Cholesky
-    QR2 (Fukaya et al. 2014), z = r^-T a^T t and the residual of the full fit computed directly.
-    Otherwise (n < 2p, nearly dependent columns): Householder QR of [a t], whose last column gives
-    z and the residual whatever the rank.
+    ``a`` (n, p), ``t`` (n,), ``r`` a's Cholesky QR2 factor when it has one (``ColumnFactor``).
+    Then z = r^-T a^T t and the residual of the full fit are computed directly. Otherwise
+    (n < 2p, nearly dependent columns): Householder QR of [a t], whose last column gives z and
+    the residual whatever the rank.
     """
     n, p = a.shape
-    r = _cholesky_qr2(a) if n >= 2 * p else None
     if r is not None:
         z = lapack.dtrtrs(r, a.T @ t, lower=0, trans=1)[0]
         residual = t - a @ lapack.dtrtrs(r, z, lower=0)[0]

@@ -3,9 +3,6 @@ and SR3. Thresholds are scale-free: they act on the normalised coefficients (pac
 
 from __future__ import annotations
 
-import functools
-from collections.abc import Callable
-
 import numpy as np
 from scipy.linalg import lapack
 
@@ -36,19 +33,16 @@ def _stlsq(
     threshold: float,
     ridge: float,
     max_iter: int,
-    fit: Callable[[np.ndarray], np.ndarray] | None = None,
 ) -> np.ndarray:
-    """STLSQ on the normalised problem; ``fit(support) -> w`` may be a cached problem.fit."""
-    if fit is None:
-        fit = functools.partial(problem.fit, ridge=ridge)
+    """STLSQ on the normalised problem."""
     support = np.ones(problem.p, dtype=bool)
-    w = fit(support)
+    w = problem.fit(support, ridge)
     for _ in range(max_iter):
         keep = support & (np.abs(w) >= threshold)
         if np.array_equal(keep, support):
             break
         support = keep
-        w = fit(support)
+        w = problem.fit(support, ridge)
     return w
 
 
@@ -109,12 +103,5 @@ def stlsq_path(problem: RegressionProblem) -> list[np.ndarray]:
     grid = np.geomspace(nonzero.min(), nonzero.max(), PATH_STEPS)
     largest = np.sort(nonzero)[-PATH_STEPS:]
     thresholds = np.unique(np.concatenate([np.nextafter(largest, np.inf), grid]))
-    fits: dict[bytes, np.ndarray] = {}  # thresholds often revisit the same supports
-
-    def fit(support: np.ndarray) -> np.ndarray:
-        key = support.tobytes()
-        if key not in fits:
-            fits[key] = problem.fit(support)
-        return fits[key]
-
-    return [full != 0] + [_stlsq(problem, t, 0.0, 20, fit) != 0 for t in thresholds]
+    # Thresholds often revisit the same supports: problem.fit remembers them.
+    return [full != 0] + [_stlsq(problem, t, 0.0, 20) != 0 for t in thresholds]
