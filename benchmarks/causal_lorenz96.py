@@ -16,9 +16,9 @@ Data
 
 Methods (max_lag = tau_max = 3 everywhere, including the VAR(3), whose true order it is;
 alpha = 0.05 with Benjamini-Hochberg where a method has p-values)
-  dynid-granger       ``discover(data, "granger")``: conditional VAR(3) t-tests per lag
-  dynid-granger-joint the same call's joint F-test over all lags of a pair (extra["joint"],
-                      BH-adjusted), scored -log10 p: a second score, no second call
+  dynid-granger       ``discover(data, "granger")``: conditional VAR(3); its score is the joint
+                      F-test over all lags of a pair, BH-adjusted, -log10 p (since issue 16;
+                      before, the smallest per-lag p, and the joint test was a separate column)
   dynid-granger-gl    ``discover(data, "granger", ["penalty=group-lasso"])`` (skipped if rejected)
   dynid-pcmci         ``discover(data, "pcmci")``: ParCorr, pc_alpha 0.2
   dynid-neural        ``discover(data, "neural")``: cMLP, default options (lam chosen per
@@ -115,7 +115,7 @@ P_FLOOR = 1e-300
 GOALS = {"auroc_n20_f10_t1000": 0.98, "auroc_f40_t500": 0.90, "pcmci_speedup": 5.0}
 
 NEURAL_LAM = 0.01
-DYNID_METHODS = ["dynid-granger", "dynid-granger-joint", "dynid-granger-gl", "dynid-pcmci",
+DYNID_METHODS = ["dynid-granger", "dynid-granger-gl", "dynid-pcmci",
                  "dynid-neural", "dynid-neural-lam", "dynid-neural-2t", "dynid-te", "dynid-ccm"]
 BASELINES = ["tigramite-pcmci", "sm-granger-biv", "sm-var-cond"]
 METHODS = DYNID_METHODS + BASELINES
@@ -130,8 +130,7 @@ DYNID_CALLS: dict[str, tuple[str, list[str]]] = {
     "dynid-ccm": ("ccm", []),
 }
 LEGEND = {
-    "dynid-granger": "dynid conditional VAR Granger, t-test per lag; score -log10 min BH-p",
-    "dynid-granger-joint": "same call, joint F-test over lags (extra['joint']); no extra time",
+    "dynid-granger": "dynid conditional VAR Granger; score -log10 BH-p of the joint F-test",
     "dynid-granger-gl": "dynid granger -p penalty=group-lasso (score: entry penalty)",
     "dynid-pcmci": "dynid PCMCI ParCorr, pc_alpha 0.2",
     "dynid-neural": "dynid cMLP neural Granger, defaults (lam path + 1-SE); score: weight norms",
@@ -143,8 +142,6 @@ LEGEND = {
     "sm-granger-biv": "statsmodels grangercausalitytests per pair (bivariate), ssr F",
     "sm-var-cond": "statsmodels VAR(3).test_causality per pair (conditional), F",
 }
-# Not a call of its own: a second score from dynid-granger's result (extra["joint"]).
-DERIVED = {"dynid-granger-joint": "dynid-granger"}
 # Run in a child process with a timeout (seconds); over it, the run is recorded as skipped.
 GUARDED = {"dynid-neural-2t": 60.0, "dynid-te": 60.0, "dynid-ccm": 60.0}
 # Threads for BLAS (threadpoolctl) and torch; --threads. On 2 cores shared with other jobs, 2
@@ -245,12 +242,6 @@ def run_dynid(method: str, x: np.ndarray, seed: int) -> tuple[np.ndarray, float,
     elapsed = time.perf_counter() - start
     cross = ~np.eye(x.shape[1], dtype=bool)
     info: dict[str, Any] = {"n_significant": int(np.asarray(graph.adjacency)[cross].sum())}
-    joint = graph.extra.get("joint") if method == "dynid-granger" else None
-    if joint is not None:  # the joint F-test over all lags of a pair, BH-adjusted
-        p_joint = np.where(cross, np.asarray(joint["p_value"], dtype=float), 1.0)
-        info["derived"] = {"dynid-granger-joint": (
-            np.where(cross, -np.log10(np.maximum(p_joint, P_FLOOR)), 0.0),
-            int(np.asarray(joint["significant"])[cross].sum()))}
     return np.asarray(graph.score_matrix, dtype=float), elapsed, info
 
 
@@ -388,7 +379,7 @@ class Plan:
         first = seed == self.seeds[0]
         label = setting.label
         smallest = label == self.settings[0].label
-        if method in ("dynid-granger", "dynid-granger-joint", "dynid-granger-gl", "dynid-pcmci"):
+        if method in ("dynid-granger", "dynid-granger-gl", "dynid-pcmci"):
             return True
         if method in ("dynid-neural-2t", "dynid-te", "dynid-ccm"):
             return not self.quick and smallest and first
@@ -450,7 +441,7 @@ def warm_up(log: Callable[[str], None]) -> None:
     """One untimed call of every in-process method on a small VAR: imports, caches."""
     x, _ = sparse_var3(5, 200, 12345)
     for method in METHODS:
-        if method in GUARDED or method in DERIVED or method == "dynid-neural":
+        if method in GUARDED or method == "dynid-neural":
             continue
         try:
             call(method, x, 0)
@@ -468,20 +459,13 @@ def run(plan: Plan, log: Callable[[str], None]) -> list[dict[str, Any]]:
             x, truth = make_data(setting, seed)
             log(f"{setting.label} seed={seed}: data {time.perf_counter() - t0:.1f}s, "
                 f"{int(truth.sum())} true links")
-            derived: dict[str, tuple[np.ndarray, int, float]] = {}
             for method in METHODS:
                 if not plan.runs(method, setting, seed):
                     continue
                 rec: dict[str, Any] = {"setting": setting.label, "system": setting.system,
                                        "N": setting.n_vars, "F": setting.forcing,
                                        "T": setting.n_samples, "seed": seed, "method": method}
-                if method in DERIVED:
-                    if method not in derived:
-                        continue
-                    score, n_sig, elapsed = derived[method]
-                    info: dict[str, Any] = {"n_significant": n_sig,
-                                            "note": f"score from the {DERIVED[method]} call"}
-                elif method == "dynid-granger-gl" and gl_rejected:
+                if method == "dynid-granger-gl" and gl_rejected:
                     records.append({**rec, "status": "skipped", "note": gl_rejected})
                     continue
                 else:
@@ -507,8 +491,6 @@ def run(plan: Plan, log: Callable[[str], None]) -> list[dict[str, Any]]:
                         if os.environ.get("CL96_DEBUG"):
                             traceback.print_exc()
                         continue
-                    for name, (d_score, d_sig) in info.pop("derived", {}).items():
-                        derived[name] = (d_score, d_sig, elapsed)
                 score = np.nan_to_num(np.asarray(score, float), nan=0.0, posinf=1e300,
                                       neginf=-1e300)
                 rec.update(status="ok", auroc=_auroc(score, truth), auprc=_auprc(score, truth),

@@ -97,7 +97,11 @@ def granger(
     partial correlation of ``x_target(t)`` with ``x_source(t - lag)`` given every other regressor,
     ``t / sqrt(t^2 + dof)`` in [-1, 1] (the sign says whether the source pushes the target up or
     down; scale-free, comparable across pairs and with ParCorr-based methods).
-    ``score_matrix[s, t] = -log10(min over lags of the adjusted p-value)``, capped at 300.
+    ``score_matrix[s, t] = -log10`` of the joint all-lags test's adjusted p-value (``extra
+    ["joint"]["p_value"]``), capped at 300: one test per pair, so pairs whose evidence is spread
+    over several lags rank above those with one chance small p (it ranks better than the smallest
+    per-lag p; Lorenz-96 in benchmarks/README.md), and the same -log10(adjusted p) scale as the
+    other methods' score matrices.
     ``extra`` holds ``correction``, ``dof``, ``n_rows``, ``dt``, ``residual_std`` (d,), per-lag
     arrays (d, d, max_lag) ``[source][target][lag - 1]`` ``coefficient`` (target units per
     source unit), ``t_statistic`` and ``p_value_raw`` (diagonal = self-lags), and ``joint``: the
@@ -159,7 +163,7 @@ def granger(
 
     names = data.variables
     edges = lagged_edges(names, strength, p_adj, significant, range(1, lags + 1))
-    score = pair_scores(p_adj)
+    score = pair_scores(p_joint_adj[:, :, None])
     return CausalGraph(
         variables=names,
         method="granger",
