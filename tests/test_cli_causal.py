@@ -142,7 +142,9 @@ def bad_data(kind: str) -> np.ndarray:
     if kind == "constant":
         x[:, 2] = 4.0
     if kind == "collinear":
-        x[:, 3] = 2.0 * x[:, 0] - x[:, 1]
+        # A delayed copy: its lags are lags of 'a' (columns collinear at one time step only
+        # warn since issue 16; tests/test_causal_redundant.py).
+        x[1:, 3] = x[:-1, 0]
     return x
 
 

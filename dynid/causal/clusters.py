@@ -20,6 +20,7 @@ conditions on them too (name each in a cluster of its own to see it as a node).
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Mapping, Sequence
 
 import numpy as np
@@ -116,8 +117,16 @@ def cluster_granger(
     members_of = [np.array([column[m] for m in clusters[name]]) for name in names]
 
     # The variable-level fit rejects, with its messages, every data set the VAR cannot test
-    # (missing values, too few samples, constant, exactly predicted or collinear columns).
-    granger(data, max_lag=lags, alpha=settings.alpha, correction=settings.correction)
+    # (missing values, too few samples, constant, exactly predicted or collinear columns). It
+    # only warns of columns redundant at one time step; the group tests below need every
+    # column, so they refuse those here, in one line instead of a warning.
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        variable_level = granger(
+            data, max_lag=lags, alpha=settings.alpha, correction=settings.correction
+        )
+    for line in variable_level.extra["warnings"]:
+        raise DataError(f"{line.split('; ')[0]}; group tests need every column, drop it")
     z, y = _centred_design(data, lags)
     n_rows, d = y.shape
     # Every regression below needs only the cross products of [z y], which the triangular

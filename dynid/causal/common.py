@@ -3,6 +3,8 @@
 - Data checks: values every lag-based method needs (``check_values``), enough samples for the
   lags (``check_series``, ``check_lagged_regression``), columns that vary over the rows used
   (``check_columns_after_lags``). One message per problem, naming the file and the column.
+- Redundant columns (``redundant_columns``): exact or near linear copies of other columns at the
+  same time step, which regression-based tests cannot separate from what they copy.
 - Penalised (sparse) methods: the check of a given penalty ``lam``, how the penalty was set
   (``lambda_rule``) and the 1-SE rule that chooses it from validation errors.
 - Permutation and surrogate tests: how many null samples one link needs to pass the
@@ -12,6 +14,7 @@
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -20,6 +23,14 @@ from dynid.errors import DataError
 
 # A permutation test never runs fewer null samples than this by default.
 _MIN_PERMUTATIONS = 99
+# A column whose variance the earlier columns explain (same time step) to within this fraction is
+# redundant: R^2 >= 0.999, a variance inflation factor >= 1000 (|correlation| >= 0.9995 for a
+# copy of one column), where a test of it given the others has almost no power and, for an exact
+# copy, is undefined.
+_REDUNDANT_UNEXPLAINED = 1e-3
+# A kept column counts as part of what a redundant one copies above this share of the largest
+# standardised coefficient.
+_COPY_SHARE = 0.05
 
 
 # -- data checks -----------------------------------------------------------------------------------
@@ -91,6 +102,50 @@ def check_columns_after_lags(data: Dataset, columns: np.ndarray, set_aside: int)
             f"{data.source}: column '{data.variables[col % d]}' is constant once the first "
             f"{set_aside} samples of each trial are set aside for lags; drop it"
         )
+
+
+@dataclass(frozen=True)
+class Redundancy:
+    """Column ``column`` is (nearly) a linear combination of ``copies`` (kept columns, earlier in
+    the file) at the same time step; ``r_squared`` of that fit. Indices into the variables."""
+
+    column: int
+    copies: tuple[int, ...]
+    r_squared: float
+
+    def message(self, data: Dataset, consequence: str) -> str:
+        """One warning line naming the columns; ``consequence`` says what the method did."""
+        copies = ", ".join(f"'{data.variables[k]}'" for k in self.copies)
+        kind = "an exact" if self.r_squared > 1.0 - 1e-12 else "a near"
+        return (
+            f"{data.source}: column '{data.variables[self.column]}' is {kind} linear copy of "
+            f"{copies} at the same time step (R^2 = {self.r_squared:.6f}); {consequence}"
+        )
+
+
+def redundant_columns(x: np.ndarray) -> list[Redundancy]:
+    """The columns of ``x`` (rows, d), no column constant, that earlier columns explain with
+    R^2 >= 0.999 at the same row, scanning left to right: of two copies the later one is the
+    redundant one, and each column is fitted on the earlier columns not found redundant.
+
+    Works on the correlation matrix (d, d), so its cost does not grow with the rows.
+    """
+    z = x - x.mean(axis=0)
+    z /= np.linalg.norm(z, axis=0)
+    corr = z.T @ z
+    kept: list[int] = []
+    found: list[Redundancy] = []
+    for j in range(corr.shape[0]):
+        if kept:
+            coef = np.linalg.lstsq(corr[np.ix_(kept, kept)], corr[kept, j], rcond=None)[0]
+            r_squared = float(min(coef @ corr[kept, j], 1.0))
+            if 1.0 - r_squared <= _REDUNDANT_UNEXPLAINED:
+                share = np.abs(coef) / np.abs(coef).max()
+                copies = tuple(kept[k] for k in np.flatnonzero(share > _COPY_SHARE))
+                found.append(Redundancy(j, copies, r_squared))
+                continue
+        kept.append(j)
+    return found
 
 
 # -- penalised methods -----------------------------------------------------------------------------

@@ -11,6 +11,7 @@ the whole method is one QR factorisation.
 
 from __future__ import annotations
 
+import warnings
 from dataclasses import dataclass
 from typing import Literal
 
@@ -19,9 +20,11 @@ from scipy import linalg, stats
 
 from dynid.causal.base import CausalMethod, CausalSettings
 from dynid.causal.common import (
+    Redundancy,
     check_columns_after_lags,
     check_lagged_regression,
     check_lambda,
+    redundant_columns,
 )
 from dynid.causal.fdr import adjust_pvalues, check_correction
 from dynid.causal.graph import CausalGraph, lagged_edges, pair_scores
@@ -32,6 +35,11 @@ from dynid.params import Hyperparameters, param
 
 # A null-space direction component counts towards naming a variable above this fraction of the max.
 _NULL_WEIGHT = 1e-6
+# What Granger does with a redundant column, for its warning.
+_CONSEQUENCE = (
+    "it is left out of the regressors, and its links out (and in from what it copies) cannot be "
+    "separated: reported with p = 1, strength 0"
+)
 # A target whose residual sum of squares is below this fraction of its variance is fitted exactly.
 _EXACT_FIT = 1e-20
 
@@ -108,58 +116,81 @@ def granger(
     all-lags test per pair, ``f_statistic`` and ``p_value_raw`` (d, d), ``p_value`` adjusted over
     the ``d * (d - 1)`` pairs and ``significant`` (diagonal null/false), ``df_num``, ``df_den``.
 
+    Redundant columns (``common.redundant_columns``: exact or near, R^2 >= 0.999, linear copies
+    of earlier columns at the same time step) are not refused: each is left out of the
+    regressors (its past is, to that precision, the past of what it copies) but stays a target.
+    The tests that cannot be separated are reported with ``p_value`` 1 (raw and adjusted),
+    ``strength`` 0 and ``significant`` false, NaN ``t_statistic`` and joint ``f_statistic``, and
+    are left out of the multiple-testing family: every link from a redundant column, and every
+    link from a column it copies into it (indistinguishable from its self-dependence); its own
+    self-lags are not regressors either (NaN ``t_statistic``, coefficient 0). Each
+    redundant column gives one Python warning and one line of ``extra["warnings"]`` (always
+    present, empty when none); ``extra["redundant"]`` lists ``{"column", "copies",
+    "r_squared"}``.
+
     Raises UsageError for a bad option and DataError for data that cannot be tested: missing
-    values, a constant column, too few samples for ``max_lag``, irregular sampling, or variables
-    that are exactly collinear.
+    values, a constant column, too few samples for ``max_lag``, irregular sampling, or lagged
+    regressors that are still exactly collinear (e.g. one column a delayed copy of another).
     """
     _check_options(max_lag, alpha, correction)
     d, lags = data.n_variables, int(max_lag)
     # 1 + d*L coefficients per target plus at least one residual degree of freedom.
     check_lagged_regression(data, lags, d * lags + 2, f"max_lag={lags} with {d} variables")
+    redundant = redundant_columns(data.stacked()[0])
+    kept = np.setdiff1d(np.arange(d), [r.column for r in redundant])
     lagged = lagged_design([trial.x for trial in data.trials], lags, trend=False)
-    design, target = lagged.regressors, lagged.targets
+    check_columns_after_lags(data, lagged.regressors, lags)
+    # Regressor columns are (lag-1)*d + source; keep the sources that are not redundant.
+    in_model = (np.arange(lags)[:, None] * d + kept[None, :]).ravel()
+    design, target = lagged.regressors[:, in_model], lagged.targets
     n_rows = design.shape[0]
-    dof = n_rows - 1 - d * lags
+    dof = n_rows - 1 - kept.size * lags
 
     # Centre and scale the lagged columns: the intercept is then orthogonal to them and the QR is
     # well conditioned; slopes' t-statistics do not change, coefficients are rescaled below.
-    check_columns_after_lags(data, design, lags)
     std = design.std(axis=0)
     z = design
     z -= design.mean(axis=0)  # in place: the raw design is not needed again
     z /= std
     q, r = np.linalg.qr(z)
-    _check_rank(data, r, n_rows, lags)
+    _check_rank(data, r, n_rows, lags, kept)
     y = target - target.mean(axis=0)
-    beta = linalg.solve_triangular(r, q.T @ y)  # (d*L, d), standardised regressors
+    beta = linalg.solve_triangular(r, q.T @ y)  # (k*L, d), standardised regressors
     resid = y - z @ beta
     sigma2 = np.sum(resid**2, axis=0) / dof  # (d,) residual variance per target
     _check_residuals(data, sigma2 * dof, y)
     r_inv = linalg.solve_triangular(r, np.eye(r.shape[0]))
     cov_unit = r_inv @ r_inv.T  # (Z'Z)^{-1}; times sigma2_i = covariance of target i's beta
     stderr = np.sqrt(np.outer(np.diag(cov_unit), sigma2))
-    t_stat = beta / stderr
-    p_raw = 2.0 * stats.t.sf(np.abs(t_stat), dof)
 
-    f_joint = _joint_wald(beta, cov_unit, sigma2, d, lags)
-    p_joint = stats.f.sf(f_joint, lags, dof)
+    # Back to every source, [source][target][lag-1]; a source left out has coefficient 0.
+    def by_pair(a: np.ndarray, fill: float) -> np.ndarray:
+        full = np.full((lags, d, d), fill)
+        full[:, kept, :] = a.reshape(lags, kept.size, d)
+        return full.transpose(1, 2, 0)
 
-    # Rows of beta are (lag-1)*d + source; reorder to [source][target][lag-1].
-    def by_pair(a: np.ndarray) -> np.ndarray:
-        return a.reshape(lags, d, d).transpose(1, 2, 0)
-
-    coef = by_pair(beta / std[:, None])
-    t_pair, p_pair = by_pair(t_stat), by_pair(p_raw)
+    untestable = _untestable_pairs(redundant, d)
+    coef = by_pair(beta / std[:, None], 0.0)
+    t_pair = np.where(untestable[:, :, None], np.nan, by_pair(beta / stderr, np.nan))
+    p_pair = np.where(np.isnan(t_pair), 1.0, 2.0 * stats.t.sf(np.abs(t_pair), dof))
+    f_joint = np.full((d, d), np.nan)
+    f_joint[kept] = _joint_wald(beta, cov_unit, sigma2, kept.size, lags)
+    f_joint[untestable] = np.nan
+    p_joint = np.where(np.isnan(f_joint), 1.0, stats.f.sf(f_joint, lags, dof))
 
     cross = ~np.eye(d, dtype=bool)
-    p_adj = np.full_like(p_pair, np.nan)
-    p_adj[cross] = adjust_pvalues(p_pair[cross], correction)  # type: ignore[arg-type]
+    tested = cross & ~untestable
+    p_adj = np.where(np.repeat(untestable[:, :, None], lags, axis=2), 1.0, np.nan)
+    p_adj[tested] = adjust_pvalues(p_pair[tested], correction)  # type: ignore[arg-type]
     significant = np.zeros_like(p_pair, dtype=bool)
-    significant[cross] = p_adj[cross] <= alpha
-    strength = t_pair / np.sqrt(t_pair**2 + dof)
+    significant[tested] = p_adj[tested] <= alpha
+    strength = np.nan_to_num(t_pair / np.sqrt(t_pair**2 + dof), nan=0.0)
 
-    p_joint_adj = np.full((d, d), np.nan)
-    p_joint_adj[cross] = adjust_pvalues(p_joint[cross], correction)  # type: ignore[arg-type]
+    p_joint_adj = np.where(untestable, 1.0, np.nan)
+    p_joint_adj[tested] = adjust_pvalues(p_joint[tested], correction)  # type: ignore[arg-type]
+    notes = [item.message(data, _CONSEQUENCE) for item in redundant]
+    for note in notes:
+        warnings.warn(note, stacklevel=2)
 
     names = data.variables
     edges = lagged_edges(names, strength, p_adj, significant, range(1, lags + 1))
@@ -178,6 +209,12 @@ def granger(
             "dof": int(dof),
             "n_rows": int(n_rows),
             "dt": data.dt,
+            "warnings": notes,
+            "redundant": [
+                {"column": names[item.column], "copies": [names[k] for k in item.copies],
+                 "r_squared": item.r_squared}
+                for item in redundant
+            ],
             "residual_std": np.sqrt(sigma2),
             "coefficient": coef,
             "t_statistic": t_pair,
@@ -194,15 +231,27 @@ def granger(
     )
 
 
+def _untestable_pairs(redundant: list[Redundancy], d: int) -> np.ndarray:
+    """(d, d) [source][target]: links a regression cannot separate, given the redundant columns:
+    every link from a redundant column, and from each column it copies into it."""
+    untestable = np.zeros((d, d), dtype=bool)
+    for item in redundant:
+        untestable[item.column, :] = True
+        untestable[list(item.copies), item.column] = True
+    np.fill_diagonal(untestable, False)
+    return untestable
+
+
 def _joint_wald(
     beta: np.ndarray, cov_unit: np.ndarray, sigma2: np.ndarray, d: int, lags: int
 ) -> np.ndarray:
-    """F-statistic (d, d) [source][target] of "all lags of source are zero" for each target.
+    """F-statistic (d, t) [source][target] of "all lags of source are zero" for each of the t
+    targets; ``beta`` (d*L, t) has rows (lag-1)*d + source, for the d sources in the model.
 
     Wald form ``b_S' (V_SS)^{-1} b_S / (L * sigma2)`` with ``V = (Z'Z)^{-1}``: for least squares
     this is exactly ``((RSS_restricted - RSS) / L) / (RSS / dof)``.
     """
-    f = np.empty((d, d))
+    f = np.empty((d, beta.shape[1]))
     for j in range(d):
         rows = np.arange(lags) * d + j
         block = beta[rows]  # (L, d): source j's coefficients for every target
@@ -231,16 +280,17 @@ def _check_residuals(data: Dataset, rss: np.ndarray, y: np.ndarray) -> None:
         )
 
 
-def _check_rank(data: Dataset, r: np.ndarray, n_rows: int, lags: int) -> None:
-    """DataError naming the variables behind an exact linear dependence among the regressors."""
+def _check_rank(data: Dataset, r: np.ndarray, n_rows: int, lags: int, kept: np.ndarray) -> None:
+    """DataError naming the variables behind an exact linear dependence among the regressors,
+    the lags of the variables ``kept``."""
     _, sv, vt = np.linalg.svd(r)
     tol = sv.max() * max(n_rows, r.shape[0]) * np.finfo(float).eps
     null = vt[sv <= tol]
     if null.size == 0:
         return
-    d = data.n_variables
-    weight = np.abs(null).reshape(null.shape[0], lags, d).max(axis=(0, 1))
-    involved = [data.variables[j] for j in np.flatnonzero(weight > _NULL_WEIGHT * weight.max())]
+    weight = np.abs(null).reshape(null.shape[0], lags, kept.size).max(axis=(0, 1))
+    involved = [data.variables[kept[j]]
+                for j in np.flatnonzero(weight > _NULL_WEIGHT * weight.max())]
     names = ", ".join(f"'{name}'" for name in involved)
     raise DataError(
         f"{data.source}: columns {names} are exactly collinear (one is a linear combination of "
