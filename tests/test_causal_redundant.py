@@ -119,3 +119,12 @@ def test_cluster_tests_refuse_a_redundant_column_in_one_line(cli, tmp_path, seri
     lines = result.stderr.decode().strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith("dynid: error:"), lines
     assert "'copy' is an exact linear copy of 'x0'" in lines[0] and "drop it" in lines[0]
+
+
+def test_dynamic_warns_once_not_once_per_window(cli, tmp_path, series: np.ndarray):
+    x = np.column_stack([series[:1000], series[:1000, 0]])
+    path = write_csv(tmp_path / "dup.csv", x, list(NAMES), dt=0.1)
+    result = cli("discover-causal", path, "--method", "dynamic", "--max-lag", "2", "--json")
+    assert result.returncode == 0, result.stderr.decode()
+    warned = [line for line in result.stderr.decode().splitlines() if "warning" in line]
+    assert len(warned) == 1 and "'copy'" in warned[0], warned

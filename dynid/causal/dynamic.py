@@ -48,6 +48,7 @@ for ``perturbation`` (finer grids only repeat information the smoothing has merg
 from __future__ import annotations
 
 import math
+import warnings
 from dataclasses import dataclass, replace
 from typing import Any, Literal
 
@@ -247,7 +248,11 @@ def windowed_strength(
                 [part], source=f"{data.source} (window t={part.t[0]:g}..{part.t[-1]:g})"
             )
             try:
-                graph = base_cls(base_cls.Params()).discover(piece, quiet)
+                # The run on the whole record has already warned of what the data holds (e.g.
+                # a redundant column); once per window would repeat it window after window.
+                with warnings.catch_warnings():
+                    warnings.simplefilter("ignore")
+                    graph = base_cls(base_cls.Params()).discover(piece, quiet)
             except DataError as exc:
                 first_error = first_error or exc
                 graph = None
