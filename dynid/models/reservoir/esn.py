@@ -29,15 +29,16 @@ import numpy as np
 
 from dynid.data.dataset import Dataset, Trial
 from dynid.errors import DataError
-from dynid.metrics.forecast import VPT_THRESHOLD, one_step_metrics
+from dynid.metrics.forecast import VPT_THRESHOLD
 from dynid.models.base import Backend, Capabilities, Hyperparameters, expect_array, param
-from dynid.models.reservoir.readout import Standardiser, fit_ridge_readout, valid_steps
+from dynid.models.reservoir.readout import (
+    Standardiser,
+    fit_ridge_readout,
+    held_out_starts,
+    valid_steps,
+)
 
 __all__ = ["ESN", "ESNParams", "Reservoir"]
-
-# Closed-loop steps per held-out start when choosing the ridge, and starts per held-out block.
-SKILL_HORIZON = 200
-SKILL_STARTS = 5
 
 
 @dataclass(frozen=True)
@@ -166,15 +167,9 @@ class ESN(Backend):
             weights: np.ndarray, bias: np.ndarray, held_out: np.ndarray
         ) -> np.ndarray:
             """Per read-out in weights (C, n + d, d), bias (C, d): the mean valid steps (C,) of
-            free runs from up to SKILL_STARTS rows of ``held_out`` (the data after a start may
-            run past the block, never past its trial)."""
-            starts = held_out[:: max(1, len(held_out) // SKILL_STARTS)][:SKILL_STARTS]
-            horizon = min(SKILL_HORIZON, *(len(trials_z[row_trial[s]]) - 1 - row_t[s]
-                                           for s in starts))
-            if horizon < 1:
-                return np.zeros(len(weights))
-            truth = np.stack([trials_z[row_trial[s]][row_t[s] + 1 : row_t[s] + 1 + horizon]
-                              for s in starts])
+            free runs from the ``held_out_starts`` of ``held_out``."""
+            starts, truth = held_out_starts(held_out, row_trial, row_t, trials_z)
+            horizon = truth.shape[1]  # >= 1: every design row has a next sample
             r = np.stack([trials_r[row_trial[s]][row_t[s]] for s in starts])
             z = np.stack([trials_z[row_trial[s]][row_t[s]] for s in starts])
             count = len(weights)
@@ -191,13 +186,7 @@ class ESN(Backend):
         self.mean_, self.scale_ = scaling.mean, scaling.scale
         self.weights_, self.bias_ = readout.weights, readout.bias
         self.metrics_ = {
-            "ridge": readout.ridge,
-            "ridge_selected_by": "closed-loop skill" if params.ridge is None else "fixed",
-            "ridge_skill_steps": {f"{r:g}": v for r, v in readout.skill.items()},
-            "n_obs": int(features.shape[0]),
-            **one_step_metrics(
-                increments * scaling.scale, readout.predict(features) * scaling.scale
-            ),
+            **readout.metrics(features, increments, scaling.scale),
         }
 
     def _simulate(

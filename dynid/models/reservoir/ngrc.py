@@ -19,15 +19,16 @@ import numpy as np
 
 from dynid.data.dataset import Dataset, Trial
 from dynid.errors import DataError
-from dynid.metrics.forecast import VPT_THRESHOLD, one_step_metrics
+from dynid.metrics.forecast import VPT_THRESHOLD
 from dynid.models.base import Backend, Capabilities, Hyperparameters, expect_array, param
-from dynid.models.reservoir.readout import Standardiser, fit_ridge_readout, valid_steps
+from dynid.models.reservoir.readout import (
+    Standardiser,
+    fit_ridge_readout,
+    held_out_starts,
+    valid_steps,
+)
 
 __all__ = ["NGRC", "NGRCParams", "ngrc_features", "ngrc_rollout"]
-
-# Closed-loop steps per held-out start when choosing the ridge, and starts per held-out block.
-SKILL_HORIZON = 200
-SKILL_STARTS = 5
 
 
 @dataclass(frozen=True)
@@ -118,15 +119,9 @@ class NGRC(Backend):
             weights: np.ndarray, bias: np.ndarray, held_out: np.ndarray
         ) -> np.ndarray:
             """Per read-out in weights (C, f, d), bias (C, d): the mean valid steps (C,) of free
-            runs from up to SKILL_STARTS rows of ``held_out`` (the data after a start may run
-            past the block, never past its trial)."""
-            starts = held_out[:: max(1, len(held_out) // SKILL_STARTS)][:SKILL_STARTS]
-            horizon = min(SKILL_HORIZON, *(len(trials_z[row_trial[r]]) - 1 - row_t[r]
-                                           for r in starts))
-            if horizon < 1:
-                return np.zeros(len(weights))
-            truth = np.stack([trials_z[row_trial[r]][row_t[r] + 1 : row_t[r] + 1 + horizon]
-                              for r in starts])
+            runs from the ``held_out_starts`` of ``held_out``."""
+            starts, truth = held_out_starts(held_out, row_trial, row_t, trials_z)
+            horizon = truth.shape[1]  # >= 1: every design row has a next sample
             windows = np.stack([trials_z[row_trial[r]][row_t[r] + 1 - window : row_t[r] + 1]
                                 for r in starts])
             windows = np.broadcast_to(windows, (len(weights), *windows.shape))
@@ -139,14 +134,8 @@ class NGRC(Backend):
         self.mean_, self.scale_ = scaling.mean, scaling.scale
         self.weights_, self.bias_ = readout.weights, readout.bias
         self.metrics_ = {
-            "ridge": readout.ridge,
-            "ridge_selected_by": "closed-loop skill" if params.ridge is None else "fixed",
-            "ridge_skill_steps": {f"{r:g}": v for r, v in readout.skill.items()},
+            **readout.metrics(features, increments, scaling.scale),
             "n_features": int(features.shape[1]),
-            "n_obs": int(features.shape[0]),
-            **one_step_metrics(
-                increments * scaling.scale, readout.predict(features) * scaling.scale
-            ),
         }
 
     def _simulate(

@@ -20,11 +20,15 @@ from dataclasses import dataclass
 import numpy as np
 
 from dynid.errors import DataError
+from dynid.metrics.forecast import one_step_metrics
 
 # Candidate ridges: penalties on the mean squared error, from effectively none to strong.
 RIDGE_GRID = tuple(float(r) for r in 10.0 ** np.arange(-12.0, 1.0))
-# Contiguous held-out blocks of the training rows for choosing the ridge.
+# Contiguous held-out blocks of the training rows for choosing the ridge; closed-loop steps per
+# held-out start, and starts per block.
 N_FOLDS = 5
+SKILL_HORIZON = 200
+SKILL_STARTS = 5
 
 # (weights (C, k, d), bias (C, d), held-out row indices into the design) -> (C,) mean valid
 # closed-loop steps of the C read-outs: one call scores every candidate ridge at once.
@@ -44,6 +48,19 @@ class Readout:
     def predict(self, features: np.ndarray) -> np.ndarray:
         """(n, k) features -> (n, d) targets."""
         return features @ self.weights + self.bias
+
+    def metrics(
+        self, features: np.ndarray, targets: np.ndarray, scale: np.ndarray
+    ) -> dict[str, object]:
+        """The fit's metrics: the ridge and how it was chosen, and the one-step errors of the
+        standardised targets (N, d) mapped back to data units by ``scale`` (d,)."""
+        return {
+            "ridge": self.ridge,
+            "ridge_selected_by": "closed-loop skill" if self.skill else "fixed",
+            "ridge_skill_steps": {f"{r:g}": v for r, v in self.skill.items()},
+            "n_obs": int(features.shape[0]),
+            **one_step_metrics(targets * scale, self.predict(features) * scale),
+        }
 
 
 class RidgeSolver:
@@ -100,6 +117,19 @@ def fit_ridge_readout(
         chosen, skill = ridge, {}
     weights, bias = RidgeSolver(features, targets).solve(chosen)
     return Readout(weights=weights, bias=bias, ridge=float(chosen), skill=skill)
+
+
+def held_out_starts(
+    held_out: np.ndarray, row_trial: np.ndarray, row_t: np.ndarray, trials_z: list[np.ndarray]
+) -> tuple[np.ndarray, np.ndarray]:
+    """Up to SKILL_STARTS design rows spread over ``held_out``, and the data after each,
+    truth (starts, H, d) with H <= SKILL_HORIZON the same for all (a run may pass the block's
+    end, never its trial's). row_trial, row_t: each design row's trial and sample index."""
+    starts = held_out[:: max(1, len(held_out) // SKILL_STARTS)][:SKILL_STARTS]
+    horizon = min(SKILL_HORIZON, *(len(trials_z[row_trial[r]]) - 1 - row_t[r] for r in starts))
+    truth = np.stack([trials_z[row_trial[r]][row_t[r] + 1 : row_t[r] + 1 + horizon]
+                      for r in starts])
+    return starts, truth
 
 
 def valid_steps(prediction: np.ndarray, truth: np.ndarray, threshold: float) -> np.ndarray:
