@@ -15,6 +15,8 @@ _BACKENDS: dict[str, str] = {
     "sindy": "dynid.models.sindy:SINDy",
     "symbolic": "dynid.models.symbolic:Symbolic",
     "lds": "dynid.models.latent.lds:LDS",
+    "esn": "dynid.models.reservoir.esn:ESN",
+    "ngrc": "dynid.models.reservoir.ngrc:NGRC",
 }
 
 

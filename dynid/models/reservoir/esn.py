@@ -1,0 +1,224 @@
+"""Leaky echo-state network (Jaeger 2001; Lukoševičius 2012, "A practical guide to applying echo
+state networks") with a ridge read-out on the increment.
+
+With z the standardised state, the reservoir state r (n units) follows
+
+    r_t = (1 - a) r_{t-1} + a tanh(W r_{t-1} + W_in z_t + b),    r = 0 before a trial starts,
+
+and the read-out predicts ``z_{t+1} - z_t`` from ``[r_t, z_t]``. W is sparse random (about
+``connections`` nonzeros per row) scaled to spectral radius rho, W_in and b uniform. All three are
+drawn from the seed and stored in the model file, so a loaded model forecasts bit-identically.
+The first ``washout`` samples of every trial only warm the reservoir up; a forecast does the same
+over the last ``washout`` history samples, then runs in closed loop. Unless given, the ridge is
+chosen by closed-loop skill on held-out blocks of the training data
+(``readout.fit_ridge_readout``).
+
+Defaults, by principle: rho = 0.9 < 1 keeps the echo-state (fading memory) property on the
+linearisation; leak a = 1 because the samples resolve the dynamics (the read-out sees z_t itself
+and predicts the increment, so the reservoir needs nonlinear features of the recent past, not slow
+memory); input scaling 0.5 on standardised data keeps tanh mostly in its unsaturated range;
+washout 100 samples is about 10 memory times at rho 0.9 (0.9^100 ~ 3e-5).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from dynid.data.dataset import Dataset, Trial
+from dynid.errors import DataError
+from dynid.metrics.forecast import VPT_THRESHOLD
+from dynid.models.base import Backend, Capabilities, Hyperparameters, expect_array, param
+from dynid.models.reservoir.readout import (
+    Standardiser,
+    fit_ridge_readout,
+    held_out_starts,
+    valid_steps,
+)
+
+__all__ = ["ESN", "ESNParams", "Reservoir"]
+
+
+@dataclass(frozen=True)
+class ESNParams(Hyperparameters):
+    units: int = param(300, "reservoir size n")
+    spectral_radius: float = param(0.9, "largest eigenvalue modulus of the recurrent matrix W")
+    leak: float = param(1.0, "leak rate a in (0, 1]: 1 = no leak")
+    input_scaling: float = param(0.5, "W_in entries uniform in +-this (inputs standardised)")
+    bias_scaling: float = param(0.5, "bias entries uniform in +-this")
+    connections: int = param(10, "mean nonzeros per row of W (sparsity)")
+    washout: int = param(100, "samples that only warm the reservoir up, per trial and forecast")
+    ridge: float | None = param(
+        None,
+        "ridge penalty on the mean squared one-step error of the standardised increment; "
+        "none = choose by closed-loop skill on held-out blocks of the training data",
+    )
+
+    def __post_init__(self) -> None:
+        if self.units < 1:
+            raise ValueError(f"units must be a positive integer, not {self.units}")
+        if not self.spectral_radius >= 0:
+            raise ValueError(
+                f"spectral_radius must be zero or positive, not {self.spectral_radius}"
+            )
+        if not 0 < self.leak <= 1:
+            raise ValueError(f"leak must be in (0, 1], not {self.leak}")
+        if not (self.input_scaling >= 0 and self.bias_scaling >= 0):
+            raise ValueError("input_scaling and bias_scaling must be zero or positive")
+        if self.connections < 1:
+            raise ValueError(f"connections must be a positive integer, not {self.connections}")
+        if self.washout < 1:
+            raise ValueError(f"washout must be a positive integer, not {self.washout}")
+        if self.ridge is not None and not self.ridge >= 0:
+            raise ValueError(f"ridge must be zero, positive or none, not {self.ridge}")
+
+
+@dataclass(frozen=True)
+class Reservoir:
+    """The fixed random part: recurrent (n, n), input (n, d), bias (n,), leak a."""
+
+    recurrent: np.ndarray
+    input: np.ndarray
+    bias: np.ndarray
+    leak: float
+
+    @classmethod
+    def draw(cls, params: ESNParams, d: int, seed: int | None) -> Reservoir:
+        rng = np.random.default_rng(seed)
+        n = params.units
+        recurrent = rng.standard_normal((n, n)) * (rng.random((n, n)) < params.connections / n)
+        radius = float(np.max(np.abs(np.linalg.eigvals(recurrent)))) if n else 0.0
+        if radius > 0:
+            recurrent *= params.spectral_radius / radius
+        return cls(
+            recurrent=recurrent,
+            input=rng.uniform(-params.input_scaling, params.input_scaling, (n, d)),
+            bias=rng.uniform(-params.bias_scaling, params.bias_scaling, n),
+            leak=params.leak,
+        )
+
+    def step(self, r: np.ndarray, z: np.ndarray) -> np.ndarray:
+        """The next state (..., n) from r (..., n) driven by z (..., d)."""
+        drive = np.tanh(r @ self.recurrent.T + z @ self.input.T + self.bias)
+        return (1.0 - self.leak) * r + self.leak * drive
+
+    def run(self, z: np.ndarray) -> np.ndarray:
+        """States (T, n) driven by z (T, d) from r = 0."""
+        states = np.empty((z.shape[0], self.recurrent.shape[0]))
+        r = np.zeros(self.recurrent.shape[0])
+        for t in range(z.shape[0]):
+            r = states[t] = self.step(r, z[t])
+        return states
+
+    def rollout(
+        self, weights: np.ndarray, bias: np.ndarray, r: np.ndarray, z: np.ndarray, steps: int
+    ) -> np.ndarray:
+        """Closed-loop runs (..., steps, d) from states r (..., n) at inputs z (..., d).
+
+        weights (..., n + d, d) and bias (..., d) broadcast against the leading axes, so one call
+        runs several read-outs (candidate ridges) from several starts.
+        """
+        out = np.empty((*z.shape[:-1], steps, z.shape[-1]))
+        for h in range(steps):
+            features = np.concatenate([r, z], axis=-1)[..., None, :]
+            z = z + (features @ weights)[..., 0, :] + bias
+            out[..., h, :] = z
+            r = self.step(r, z)
+        return out
+
+
+class ESN(Backend):
+    """Leaky ESN with a ridge read-out on the increment.
+
+    Fitted arrays (n units, d variables): ``recurrent`` (n, n), ``input_weights`` (n, d),
+    ``reservoir_bias`` (n,): the fixed random reservoir; ``mean``, ``scale`` (d,) the
+    standardisation in data units; ``weights`` (n + d, d) and ``bias`` (d,): the read-out from
+    [r_t, z_t] to z_{t+1} - z_t.
+    """
+
+    name = "esn"
+    summary = "leaky echo-state network, ridge read-out chosen by closed-loop skill"
+    Params = ESNParams
+    capabilities = Capabilities(uniform_steps=True)
+
+    @property
+    def history_length(self) -> int:
+        return self.params.washout  # type: ignore[attr-defined]
+
+    def _fit(self, data: Dataset, *, seed: int | None, device: str, progress: Any) -> None:
+        params: ESNParams = self.params  # type: ignore[assignment]
+        scaling = Standardiser.of([trial.x for trial in data.trials])
+        reservoir = Reservoir.draw(params, self.n_variables, seed)
+        trials_z = [scaling.forward(trial.x) for trial in data.trials]
+        trials_r = [reservoir.run(z) for z in trials_z]
+        where = [(i, t) for i, z in enumerate(trials_z) for t in range(params.washout, len(z) - 1)]
+        if not where:
+            raise DataError(
+                f"the esn model needs a trial longer than washout + 1 = {params.washout + 1} "
+                "samples; lower -p washout"
+            )
+        row_trial, row_t = np.array(where).T
+        features = np.vstack([np.hstack([trials_r[i][t], trials_z[i][t]]) for i, t in where])
+        increments = np.vstack([trials_z[i][t + 1] - trials_z[i][t] for i, t in where])
+
+        def rollout_skill(
+            weights: np.ndarray, bias: np.ndarray, held_out: np.ndarray
+        ) -> np.ndarray:
+            """Per read-out in weights (C, n + d, d), bias (C, d): the mean valid steps (C,) of
+            free runs from the ``held_out_starts`` of ``held_out``."""
+            starts, truth = held_out_starts(held_out, row_trial, row_t, trials_z)
+            horizon = truth.shape[1]  # >= 1: every design row has a next sample
+            r = np.stack([trials_r[row_trial[s]][row_t[s]] for s in starts])
+            z = np.stack([trials_z[row_trial[s]][row_t[s]] for s in starts])
+            count = len(weights)
+            runs = reservoir.rollout(
+                weights[:, None], bias[:, None],
+                np.broadcast_to(r, (count, *r.shape)), np.broadcast_to(z, (count, *z.shape)),
+                horizon,
+            )  # (C, starts, horizon, d)
+            return valid_steps(runs, truth, VPT_THRESHOLD).mean(axis=-1)
+
+        with np.errstate(all="ignore"):  # diverging candidate runs are scored, not reported
+            readout = fit_ridge_readout(features, increments, params.ridge, rollout_skill)
+        self.reservoir_ = reservoir
+        self.mean_, self.scale_ = scaling.mean, scaling.scale
+        self.weights_, self.bias_ = readout.weights, readout.bias
+        self.metrics_ = {
+            **readout.metrics(features, increments, scaling.scale),
+        }
+
+    def _simulate(
+        self, history: Trial, steps: int, future_inputs: np.ndarray | None
+    ) -> np.ndarray:
+        scaling = Standardiser(self.mean_, self.scale_)
+        z = scaling.forward(history.x[-self.history_length :])
+        r = self.reservoir_.run(z)[-1]
+        return scaling.inverse(self.reservoir_.rollout(self.weights_, self.bias_, r, z[-1], steps))
+
+    def arrays(self) -> dict[str, np.ndarray]:
+        self._check_fitted()
+        return {
+            "recurrent": self.reservoir_.recurrent,
+            "input_weights": self.reservoir_.input,
+            "reservoir_bias": self.reservoir_.bias,
+            "mean": self.mean_,
+            "scale": self.scale_,
+            "weights": self.weights_,
+            "bias": self.bias_,
+        }
+
+    def _load_arrays(self, arrays: dict[str, np.ndarray]) -> None:
+        params: ESNParams = self.params  # type: ignore[assignment]
+        n, d = params.units, self.n_variables
+        self.reservoir_ = Reservoir(
+            recurrent=expect_array(arrays, "recurrent", (n, n)).astype(float),
+            input=expect_array(arrays, "input_weights", (n, d)).astype(float),
+            bias=expect_array(arrays, "reservoir_bias", (n,)).astype(float),
+            leak=params.leak,
+        )
+        self.mean_ = expect_array(arrays, "mean", (d,)).astype(float)
+        self.scale_ = expect_array(arrays, "scale", (d,)).astype(float)
+        self.weights_ = expect_array(arrays, "weights", (n + d, d)).astype(float)
+        self.bias_ = expect_array(arrays, "bias", (d,)).astype(float)

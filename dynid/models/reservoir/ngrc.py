@@ -1,0 +1,165 @@
+"""Next-generation reservoir computing (NG-RC; Gauthier, Bollt, Griffith & Barbosa 2021,
+Nat. Commun. 12:5564): a ridge regression of the next increment on polynomial features of
+delayed states.
+
+With z the standardised state, the feature vector at sample t is the linear part
+``[z_t, z_{t-s}, ..., z_{t-(k-1)s}]`` (k delays, skip s) followed by every unique quadratic
+monomial of it (plus the read-out's unpenalised bias, the paper's constant), and the read-out
+predicts ``z_{t+1} - z_t``. Forecasts run the map in closed loop from the last
+``(k-1)s + 1`` history samples. Unless given, the ridge is chosen by closed-loop skill on
+held-out blocks of the training data (``readout.fit_ridge_readout``).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from dynid.data.dataset import Dataset, Trial
+from dynid.errors import DataError
+from dynid.metrics.forecast import VPT_THRESHOLD
+from dynid.models.base import Backend, Capabilities, Hyperparameters, expect_array, param
+from dynid.models.reservoir.readout import (
+    Standardiser,
+    fit_ridge_readout,
+    held_out_starts,
+    valid_steps,
+)
+
+__all__ = ["NGRC", "NGRCParams", "ngrc_features", "ngrc_rollout"]
+
+
+@dataclass(frozen=True)
+class NGRCParams(Hyperparameters):
+    delays: int = param(2, "k: number of delayed states in the features (the paper's k = 2)")
+    skip: int = param(1, "s: samples between consecutive delays")
+    ridge: float | None = param(
+        None,
+        "ridge penalty on the mean squared one-step error of the standardised increment; "
+        "none = choose by closed-loop skill on held-out blocks of the training data",
+    )
+
+    def __post_init__(self) -> None:
+        if self.delays < 1:
+            raise ValueError(f"delays must be a positive integer, not {self.delays}")
+        if self.skip < 1:
+            raise ValueError(f"skip must be a positive integer, not {self.skip}")
+        if self.ridge is not None and not self.ridge >= 0:
+            raise ValueError(f"ridge must be zero, positive or none, not {self.ridge}")
+
+
+def ngrc_features(z: np.ndarray, rows: np.ndarray, delays: int, skip: int) -> np.ndarray:
+    """Features (..., len(rows), k d + k d (k d + 1) / 2) at samples ``rows`` of z (..., n, d).
+
+    Columns: z[t - j s] for j = 0..k-1 (d each), then the products of linear columns a <= b in
+    ``np.triu_indices`` order. Every row needs t >= (k - 1) s.
+    """
+    linear = np.concatenate([z[..., rows - j * skip, :] for j in range(delays)], axis=-1)
+    first, second = np.triu_indices(linear.shape[-1])
+    return np.concatenate([linear, linear[..., first] * linear[..., second]], axis=-1)
+
+
+def ngrc_rollout(
+    weights: np.ndarray, bias: np.ndarray, windows: np.ndarray, steps: int, delays: int, skip: int
+) -> np.ndarray:
+    """Closed-loop runs (..., steps, d) after ``windows`` (..., (k-1)s + 1, d), standardised.
+
+    weights (..., f, d) and bias (..., 1, d) broadcast against the runs' leading axes, so one
+    call runs several read-outs (candidate ridges) from several starts.
+    """
+    size = windows.shape[-2]
+    z = np.empty((*windows.shape[:-2], size + steps, windows.shape[-1]))
+    z[..., :size, :] = windows
+    for t in range(size - 1, size - 1 + steps):
+        features = ngrc_features(z, np.array([t]), delays, skip)  # (..., 1, f)
+        z[..., t + 1 : t + 2, :] = z[..., t : t + 1, :] + features @ weights + bias
+    return z[..., size:, :]
+
+
+class NGRC(Backend):
+    """NG-RC with a ridge read-out on the increment.
+
+    Fitted arrays (d variables, f features): ``mean``, ``scale`` (d,) the standardisation in
+    data units; ``weights`` (f, d) and ``bias`` (d,) map features to the standardised increment.
+    """
+
+    name = "ngrc"
+    summary = "next-generation reservoir: delayed states, their quadratic monomials, ridge"
+    Params = NGRCParams
+    capabilities = Capabilities(uniform_steps=True)
+
+    @property
+    def history_length(self) -> int:
+        params: NGRCParams = self.params  # type: ignore[assignment]
+        return (params.delays - 1) * params.skip + 1
+
+    def _fit(self, data: Dataset, *, seed: int | None, device: str, progress: Any) -> None:
+        params: NGRCParams = self.params  # type: ignore[assignment]
+        scaling = Standardiser.of([trial.x for trial in data.trials])
+        window = self.history_length
+        trials_z = [scaling.forward(trial.x) for trial in data.trials]
+        where = [(i, t) for i, z in enumerate(trials_z) for t in range(window - 1, len(z) - 1)]
+        if not where:
+            raise DataError(
+                f"the ngrc model needs a trial longer than {window} samples (delays, skip)"
+            )
+        row_trial, row_t = np.array(where).T
+        features = np.vstack([
+            ngrc_features(z, row_t[row_trial == i], params.delays, params.skip)
+            for i, z in enumerate(trials_z)
+        ])
+        increments = np.vstack([
+            z[row_t[row_trial == i] + 1] - z[row_t[row_trial == i]]
+            for i, z in enumerate(trials_z)
+        ])
+
+        def rollout_skill(
+            weights: np.ndarray, bias: np.ndarray, held_out: np.ndarray
+        ) -> np.ndarray:
+            """Per read-out in weights (C, f, d), bias (C, d): the mean valid steps (C,) of free
+            runs from the ``held_out_starts`` of ``held_out``."""
+            starts, truth = held_out_starts(held_out, row_trial, row_t, trials_z)
+            horizon = truth.shape[1]  # >= 1: every design row has a next sample
+            windows = np.stack([trials_z[row_trial[r]][row_t[r] + 1 - window : row_t[r] + 1]
+                                for r in starts])
+            windows = np.broadcast_to(windows, (len(weights), *windows.shape))
+            runs = ngrc_rollout(weights[:, None], bias[:, None, None], windows, horizon,
+                                params.delays, params.skip)  # (C, starts, horizon, d)
+            return valid_steps(runs, truth, VPT_THRESHOLD).mean(axis=-1)
+
+        with np.errstate(all="ignore"):  # diverging candidate runs are scored, not reported
+            readout = fit_ridge_readout(features, increments, params.ridge, rollout_skill)
+        self.mean_, self.scale_ = scaling.mean, scaling.scale
+        self.weights_, self.bias_ = readout.weights, readout.bias
+        self.metrics_ = {
+            **readout.metrics(features, increments, scaling.scale),
+            "n_features": int(features.shape[1]),
+        }
+
+    def _simulate(
+        self, history: Trial, steps: int, future_inputs: np.ndarray | None
+    ) -> np.ndarray:
+        params: NGRCParams = self.params  # type: ignore[assignment]
+        window = self.history_length
+        scaling = Standardiser(self.mean_, self.scale_)
+        run = ngrc_rollout(self.weights_, self.bias_, scaling.forward(history.x[-window:]),
+                           steps, params.delays, params.skip)
+        return scaling.inverse(run)
+
+    def arrays(self) -> dict[str, np.ndarray]:
+        self._check_fitted()
+        return {"mean": self.mean_, "scale": self.scale_, "weights": self.weights_,
+                "bias": self.bias_}
+
+    def _load_arrays(self, arrays: dict[str, np.ndarray]) -> None:
+        params: NGRCParams = self.params  # type: ignore[assignment]
+        d = self.n_variables
+        linear = params.delays * d
+        self.mean_ = expect_array(arrays, "mean", (d,)).astype(float)
+        self.scale_ = expect_array(arrays, "scale", (d,)).astype(float)
+        self.weights_ = expect_array(
+            arrays, "weights", (linear + linear * (linear + 1) // 2, d)
+        ).astype(float)
+        self.bias_ = expect_array(arrays, "bias", (d,)).astype(float)

@@ -1,0 +1,110 @@
+"""Ground truth for the reservoir backends (``esn``, ``ngrc``) on the Lorenz system.
+
+Round trips through a model file and the seed contract are checked for every backend by
+tests/test_backend_contract.py; here: forecasting skill in Lyapunov times on data never used in
+the fit, the long-term statistics of a free run, and the pieces (feature map, ridge choice).
+"""
+
+from __future__ import annotations
+
+import functools
+
+import numpy as np
+import pytest
+
+from dynid.data.dataset import Dataset, Trial
+from dynid.metrics.forecast import valid_prediction_time
+from dynid.models.reservoir.esn import ESN, ESNParams
+from dynid.models.reservoir.ngrc import NGRC, NGRCParams, ngrc_features
+from dynid.models.reservoir.readout import RIDGE_GRID
+from dynid.systems import simulate
+
+DT = 0.025  # Gauthier et al. 2021's Lorenz sampling
+LAMBDA_MAX = 0.906  # largest Lyapunov exponent of Lorenz-63 at the classic parameters
+TRANSIENT = 400  # samples dropped so every record lies on the attractor
+
+
+@functools.cache
+def lorenz(n: int, x0: tuple[float, float, float] = (-8.0, 8.0, 27.0)) -> np.ndarray:
+    """(n, 3) noise-free Lorenz samples DT apart, on the attractor."""
+    return simulate("lorenz", n=n + TRANSIENT, dt=DT, x0=x0).x[TRANSIENT:]
+
+
+def as_data(x: np.ndarray) -> Dataset:
+    return Dataset.from_arrays(x, dt=DT, variables=["x", "y", "z"])
+
+
+def median_vpt_lyapunov(model, x: np.ndarray, starts: range, horizon: int = 400) -> float:
+    """Median valid prediction time (Lyapunov times) of forecasts from the samples ``starts``
+    of ``x``, each from the history before it, against the true continuation."""
+    scale = x.std(axis=0)
+    vpts = [
+        valid_prediction_time(
+            model.simulate(Trial(np.arange(s) * DT, x[:s]), horizon), x[s : s + horizon], scale, DT
+        )
+        for s in starts
+    ]
+    return float(np.median(vpts)) * LAMBDA_MAX
+
+
+@functools.cache
+def ngrc_on_lorenz() -> NGRC:
+    """NG-RC with its defaults (k = 2, s = 1, ridge by closed-loop skill) on 600 samples, the
+    paper's setting."""
+    return NGRC().fit(as_data(lorenz(6000)[:600]))
+
+
+def test_ngrc_forecasts_lorenz_for_four_lyapunov_times():
+    x = lorenz(6000)
+    # Held-out starts only: all after the 600 training samples.
+    assert median_vpt_lyapunov(ngrc_on_lorenz(), x, range(800, 5000, 150)) >= 4.0
+
+
+def test_ngrc_free_run_keeps_the_attractors_statistics():
+    """The mean and standard deviation of z over a 4000-step free run match the true
+    continuation within twice the difference between two independent true trajectories."""
+    x = lorenz(6000)
+    other = lorenz(4000, x0=(1.0, 1.0, 1.0))
+    truth = x[600:4600, 2]
+    run = ngrc_on_lorenz().simulate(Trial(np.arange(600) * DT, x[:600]), 4000)[:, 2]
+    assert np.all(np.isfinite(run))
+    for statistic in (np.mean, np.std):
+        tolerance = 2 * abs(statistic(truth) - statistic(other[:, 2]))
+        assert abs(statistic(run) - statistic(truth)) <= tolerance, statistic.__name__
+
+
+def test_esn_with_defaults_forecasts_lorenz_for_two_lyapunov_times():
+    x = lorenz(4000)
+    model = ESN().fit(as_data(x[:1000]), seed=0)
+    assert median_vpt_lyapunov(model, x, range(1200, 3600, 200)) >= 2.0
+
+
+def test_esn_reservoir_comes_from_the_seed():
+    x = as_data(lorenz(300))
+    params = ESNParams(units=50, washout=20, ridge=1e-6)
+    first, again, other = (ESN(params).fit(x, seed=s) for s in (3, 3, 4))
+    np.testing.assert_array_equal(first.arrays()["recurrent"], again.arrays()["recurrent"])
+    assert not np.array_equal(first.arrays()["recurrent"], other.arrays()["recurrent"])
+    radius = np.max(np.abs(np.linalg.eigvals(first.arrays()["recurrent"])))
+    assert radius == pytest.approx(params.spectral_radius)
+    assert first.history_length == 20
+
+
+def test_ngrc_features_are_delays_then_unique_quadratic_monomials():
+    z = np.arange(12.0).reshape(6, 2)  # rows t, columns (a, b)
+    features = ngrc_features(z, np.array([4]), delays=2, skip=2)[0]
+    linear = [8.0, 9.0, 4.0, 5.0]  # z[4], then z[2]
+    quadratic = [linear[i] * linear[j] for i in range(4) for j in range(i, 4)]
+    np.testing.assert_array_equal(features, linear + quadratic)
+    assert NGRC(NGRCParams(delays=3, skip=2)).history_length == 5
+
+
+def test_a_given_ridge_is_used_and_none_is_chosen_from_the_grid():
+    data = as_data(lorenz(600))
+    fixed = NGRC(NGRCParams(ridge=1e-3)).fit(data)
+    assert fixed.metrics_["ridge"] == 1e-3 and fixed.metrics_["ridge_selected_by"] == "fixed"
+    chosen = ngrc_on_lorenz().metrics_
+    assert chosen["ridge"] in RIDGE_GRID and chosen["ridge_selected_by"] == "closed-loop skill"
+    # The choice is the grid's best closed-loop skill, which a tiny ridge does not have.
+    skills = chosen["ridge_skill_steps"]
+    assert skills[f"{chosen['ridge']:g}"] == max(skills.values())
