@@ -16,7 +16,8 @@ from dynid.errors import DataError, UsageError
 from dynid.modelfile import ModelFile, describe_fit
 from dynid.models.base import Backend, Capabilities, Hyperparameters, expect_array, param
 from dynid.report import build_report
-from dynid.report.sections import flatten, result_kind
+from dynid.report.html import flatten
+from dynid.report.sections import result_kind
 from dynid.report.svg import Series, fmt, heatmap, line_plot, nice_ticks, tick_labels
 
 SVG_XMLNS = "http://www.w3.org/2000/svg"

@@ -1,7 +1,8 @@
 """``dynid report``: one self-contained HTML page from model files and JSON results.
 
 The page needs no network and no script: figures are inline SVG drawn by ``svg``, the stylesheet
-is embedded by ``template``, and ``sections`` turns each input into HTML. Writing the file is the
+is embedded by ``template``, and ``sections`` turns each input into HTML through its registries of
+model parts and result renderers (``html`` holds the shared building blocks). Writing the file is the
 caller's business (the CLI writes the returned string atomically).
 """
 
