@@ -169,8 +169,8 @@ def test_full_report_is_well_formed_offline_and_complete():
         title="Rotation <study>",
     )
     svgs = check_page(page)
-    # forecast x and y, eigenvalues, causal heat-map
-    assert len(svgs) == 4
+    # data overview x and y, eigenvalues, forecast x and y, causal heat-map
+    assert len(svgs) == 6
     assert "Rotation &lt;study&gt;" in page and "Rotation <study>" not in page
     assert "dynid 0.1.0" in page and "UTC" in page
     assert 'href="#s1"' in page and 'id="s4"' in page  # table of contents
@@ -192,7 +192,7 @@ def test_full_report_is_well_formed_offline_and_complete():
 def test_forecast_plot_shows_data_and_forecast_for_each_variable():
     page = build_report([("m.dynid", fitted())], [], rotation_data(), horizon=10)
     titles = [svg.find(f"{{{SVG_XMLNS}}}title").text for svg in check_page(page)]
-    assert titles == ["Eigenvalues", "x", "y"]
+    assert titles == ["x", "y", "Eigenvalues", "x", "y"]  # data overview first
     assert "forecast RMSE over 10 steps" in page
     # A near-exact linear model forecasts its own data almost perfectly.
     rmse = re.findall(r'<td class="num">([^<]+)</td>', page.split("forecast RMSE")[1])

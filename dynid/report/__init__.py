@@ -15,7 +15,8 @@ from dynid import __version__
 from dynid.data.dataset import Dataset
 from dynid.errors import UsageError
 from dynid.modelfile import ModelFile
-from dynid.report.sections import data_section, model_section, result_section
+from dynid.report.overview import data_section
+from dynid.report.sections import model_section, result_section
 from dynid.report.template import Section, render_page
 
 __all__ = ["build_report"]

@@ -275,22 +275,6 @@ def _rmse(predicted: np.ndarray, actual: np.ndarray) -> np.ndarray:
     return np.where(counts > 0, np.sqrt(sums / np.maximum(counts, 1)), np.nan)
 
 
-# -- data ----------------------------------------------------------------------------------------
-def data_section(data: Dataset, *, anchor: str) -> Section:
-    """What was loaded as ``--data``: names, sizes and sampling."""
-    rows = [
-        ("source", data.source),
-        ("variables", names(data.variables)),
-        ("inputs", names(data.inputs)),
-        ("trials", data.n_trials),
-        ("samples", data.n_samples),
-        ("dt", data.dt if data.dt is not None else "irregular"),
-        ("time column", data.time_column or "none (sample index \u00d7 dt)"),
-    ]
-    body = table(rows, row_headers=True) + "".join(note(n) for n in data.notes)
-    return Section(anchor, f"Data: {data.source}", body)
-
-
 # -- JSON results --------------------------------------------------------------------------------
 def result_kind(doc: Any) -> str:
     """How to show ``doc``: its ``"kind"`` when it names one this report knows, ``generic``
