@@ -27,6 +27,7 @@ def build_report(
     results: list[tuple[str, dict[str, Any]]],
     data: Dataset | None = None,
     *,
+    test: Dataset | None = None,
     horizon: int | None = None,
     title: str = "dynid report",
 ) -> str:
@@ -34,9 +35,11 @@ def build_report(
 
     models: (path, loaded model file) pairs, one section each; results: (path, parsed JSON) pairs
     from other dynid commands, one section each, by kind (causal, symbolic, score, fit, other).
-    data: when given, described in its own section and used for a held-out forecast of every
-    model with the same variables: the last ``horizon`` samples of its last trial (default: a
-    quarter of the trial, at most 200).
+    data: when given, described in its own section and used for a forecast of every model with
+    the same variables: the last ``horizon`` samples of its last trial (default: a quarter of
+    the trial, at most 200). test: truly held-out data; when given, forecasts are judged on its
+    last trial instead. Each forecast says whether its data are the model's training data
+    (by the fingerprint the model file records).
     """
     if horizon is not None and horizon < 1:
         raise UsageError(f"--horizon {horizon}: must be at least 1")
@@ -45,7 +48,9 @@ def build_report(
         sections.append(data_section(data, anchor=f"s{len(sections) + 1}"))
     for path, model_file in models:
         sections.append(
-            model_section(path, model_file, data, horizon=horizon, anchor=f"s{len(sections) + 1}")
+            model_section(
+                path, model_file, data, horizon=horizon, test=test, anchor=f"s{len(sections) + 1}"
+            )
         )
     for path, doc in results:
         sections.append(result_section(path, doc, anchor=f"s{len(sections) + 1}"))

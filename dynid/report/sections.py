@@ -38,13 +38,20 @@ MIN_CONTEXT = 20
 # -- the registries ------------------------------------------------------------------------------
 @dataclass(frozen=True)
 class ModelContext:
-    """What a model part may draw on: the model, its file's metadata, the ``--data`` (or None)
-    and the requested forecast horizon in samples (None: the default)."""
+    """What a model part may draw on: the model, its file's metadata, the ``--data`` and the
+    ``--test`` data (each or None) and the requested forecast horizon in samples (None: the
+    default)."""
 
     model: Backend
     meta: dict[str, Any]
     data: Dataset | None
     horizon: int | None
+    test: Dataset | None = None
+
+    @property
+    def held_out(self) -> Dataset | None:
+        """The data forecasts are judged on: ``--test`` when given, else ``--data``."""
+        return self.test if self.test is not None else self.data
 
 
 @dataclass(frozen=True)
@@ -101,12 +108,18 @@ def result_renderer(kind: str, label: str) -> Callable[[ResultRender], ResultRen
 
 # -- model files ---------------------------------------------------------------------------------
 def model_section(
-    path: str, model_file: ModelFile, data: Dataset | None, *, horizon: int | None, anchor: str
+    path: str,
+    model_file: ModelFile,
+    data: Dataset | None,
+    *,
+    horizon: int | None,
+    anchor: str,
+    test: Dataset | None = None,
 ) -> Section:
     """Every registered model part that applies (metadata, fit metrics, equations, eigenvalues,
     with ``data`` a held-out forecast, ...), in registration order."""
     model, meta = model_file.model, model_file.metadata
-    ctx = ModelContext(model, meta, data, horizon)
+    ctx = ModelContext(model, meta, data, horizon, test)
     parts = [_block(part.heading(ctx), lambda p=part: p.render(ctx)) for part in MODEL_PARTS
              if part.applies(ctx)]
     backend = meta.get("backend", model.name)
@@ -196,10 +209,16 @@ def _eigenvalues(ctx: ModelContext) -> str | None:
     return figure(eigenvalue_plot(values), caption) + table(rows, header=header) + cut_note
 
 
-@model_part(lambda ctx: f"Forecast on {ctx.data.source}", applies=lambda ctx: ctx.data is not None)
+def _held_out_heading(ctx: ModelContext) -> str:
+    held_out = ctx.held_out
+    source = held_out.source if held_out is not None else ""
+    return f"Forecast on {source}" + (" (--test)" if ctx.test is not None else "")
+
+
+@model_part(_held_out_heading, applies=lambda ctx: ctx.held_out is not None)
 def _forecast(ctx: ModelContext) -> str | None:
     """Hold out the end of the last trial, forecast it from the samples before, compare."""
-    model, data, horizon = ctx.model, ctx.data, ctx.horizon
+    model, data, horizon = ctx.model, ctx.held_out, ctx.horizon
     if data is None:  # not reached: ``applies`` asks for data; narrows the type
         return None
     if tuple(data.variables) != tuple(model.variables_):
@@ -233,7 +252,8 @@ def _forecast(ctx: ModelContext) -> str | None:
     actual = trial.x[split:]
     notes = [
         f"Last trial: {split} samples of history, the following {steps} held out and forecast"
-        + (" with the data's inputs." if future is not None else ".")
+        + (" with the data's inputs." if future is not None else "."),
+        training_overlap(ctx.meta, data, from_test=ctx.test is not None),
     ]
     start = split - min(split, max(steps, MIN_CONTEXT))
     # The forecast line starts at the last history sample so that it joins the data.
@@ -262,6 +282,29 @@ def _forecast(ctx: ModelContext) -> str | None:
         "\n".join(note(text) for text in notes)
         + "\n<div>" + "".join(figures) + "</div>\n"
         + table(rows, header=["variable", f"forecast RMSE over {steps} steps"])
+    )
+
+
+def training_overlap(meta: dict[str, Any], data: Dataset, *, from_test: bool) -> str:
+    """Whether ``data`` are the data the model was fitted on, from the fingerprint its file
+    records: a forecast inside the training data measures fit, not generalisation."""
+    recorded = meta.get("data_fingerprint")
+    if not isinstance(recorded, str):
+        return (
+            "The model file records no data fingerprint: whether these samples were used in "
+            "fitting is unknown."
+        )
+    option = "--test" if from_test else "--data"
+    if recorded == data.fingerprint():
+        return (
+            f"Not held out: the {option} data are the data this model was fitted on (same "
+            "fingerprint), so the window above lies inside the training data and measures fit, "
+            "not forecasting; pass --test with data the fit did not see."
+        )
+    return (
+        f"The {option} data differ from the data this model was fitted on (another "
+        "fingerprint)" + ("." if from_test else "; if they contain those data, the window may "
+                          "still overlap them: --test says so exactly.")
     )
 
 
