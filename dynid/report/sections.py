@@ -221,16 +221,9 @@ def _forecast(ctx: ModelContext) -> str | None:
     model, data, horizon = ctx.model, ctx.held_out, ctx.horizon
     if data is None:  # not reached: ``applies`` asks for data; narrows the type
         return None
-    if tuple(data.variables) != tuple(model.variables_):
-        return note(
-            f"No forecast: the data's variables ({names(data.variables)}) differ from the "
-            f"model's ({names(model.variables_)})."
-        )
-    if model.inputs_ and tuple(data.inputs) != tuple(model.inputs_):
-        return note(
-            f"No forecast: the model takes inputs {names(model.inputs_)}, the data have "
-            f"{names(data.inputs)}."
-        )
+    mismatch = data_mismatch(model, data)
+    if mismatch:
+        return note(f"No forecast: {mismatch}.")
     trial = data.trials[-1]
     n, need = trial.n_samples, model.history_length
     wanted = horizon if horizon is not None else max(1, min(MAX_DEFAULT_HORIZON, n // 4))
@@ -283,6 +276,18 @@ def _forecast(ctx: ModelContext) -> str | None:
         + "\n<div>" + "".join(figures) + "</div>\n"
         + table(rows, header=["variable", f"forecast RMSE over {steps} steps"])
     )
+
+
+def data_mismatch(model: Backend, data: Dataset) -> str:
+    """Why ``model`` cannot be run on ``data`` (other variables or inputs), or ""."""
+    if tuple(data.variables) != tuple(model.variables_):
+        return (
+            f"the data's variables ({names(data.variables)}) differ from the model's "
+            f"({names(model.variables_)})"
+        )
+    if model.inputs_ and tuple(data.inputs) != tuple(model.inputs_):
+        return f"the model takes inputs {names(model.inputs_)}, the data have {names(data.inputs)}"
+    return ""
 
 
 def training_overlap(meta: dict[str, Any], data: Dataset, *, from_test: bool) -> str:
