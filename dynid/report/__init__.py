@@ -15,7 +15,8 @@ from dynid import __version__
 from dynid.data.dataset import Dataset
 from dynid.errors import UsageError
 from dynid.modelfile import ModelFile
-from dynid.report import dynamics  # noqa: F401  (registers its model parts)
+# Registering their model parts, in the order they appear in each model's section.
+from dynid.report import forecast, dynamics  # noqa: F401,I001
 from dynid.report.overview import data_section
 from dynid.report.sections import model_section, result_section
 from dynid.report.template import Section, render_page

@@ -11,7 +11,8 @@ import numpy as np
 from dynid.data.dataset import Dataset, Trial
 from dynid.models.base import Backend
 from dynid.report.html import figure, note
-from dynid.report.sections import ModelContext, data_mismatch, model_part
+from dynid.report.forecast import data_mismatch
+from dynid.report.sections import ModelContext, model_part
 from dynid.report.svg import Series, line_plot
 
 # A free run at least this long, so the model's attractor (or its drift away) shows.

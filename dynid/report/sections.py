@@ -29,12 +29,6 @@ from dynid.report.html import (
 from dynid.report.svg import Series, eigenvalue_plot, esc, fmt, heatmap, line_plot
 from dynid.report.template import Section
 
-# Default held-out window: a quarter of the last trial, at most this many samples.
-MAX_DEFAULT_HORIZON = 200
-# Samples of data drawn before the held-out window, at least (more when the window is long).
-MIN_CONTEXT = 20
-
-
 # -- the registries ------------------------------------------------------------------------------
 @dataclass(frozen=True)
 class ModelContext:
@@ -207,120 +201,6 @@ def _eigenvalues(ctx: ModelContext) -> str | None:
     rows, cut_note = cut(rows, "eigenvalues")
     header = ["eigenvalue", "modulus", "growth rate ln|\u03bb|/dt", "frequency arg \u03bb/(2\u03c0 dt)"]
     return figure(eigenvalue_plot(values), caption) + table(rows, header=header) + cut_note
-
-
-def _held_out_heading(ctx: ModelContext) -> str:
-    held_out = ctx.held_out
-    source = held_out.source if held_out is not None else ""
-    return f"Forecast on {source}" + (" (--test)" if ctx.test is not None else "")
-
-
-@model_part(_held_out_heading, applies=lambda ctx: ctx.held_out is not None)
-def _forecast(ctx: ModelContext) -> str | None:
-    """Hold out the end of the last trial, forecast it from the samples before, compare."""
-    model, data, horizon = ctx.model, ctx.held_out, ctx.horizon
-    if data is None:  # not reached: ``applies`` asks for data; narrows the type
-        return None
-    mismatch = data_mismatch(model, data)
-    if mismatch:
-        return note(f"No forecast: {mismatch}.")
-    trial = data.trials[-1]
-    n, need = trial.n_samples, model.history_length
-    wanted = horizon if horizon is not None else max(1, min(MAX_DEFAULT_HORIZON, n // 4))
-    steps = min(wanted, n - need)
-    if steps < 1:
-        return note(
-            f"No forecast: the last trial has {n} samples, the model needs {need} of history "
-            "and at least one more to compare with."
-        )
-    from dynid.api import check_step
-
-    check_step(model, data)  # forecast and data are compared sample by sample
-    split = n - steps
-    future = trial.u[split:] if model.inputs_ and trial.u is not None else None
-    predicted = np.asarray(model.simulate(trial.slice(0, split), steps, future), dtype=float)
-    if predicted.shape != (steps, model.n_variables):
-        expected = (steps, model.n_variables)
-        return error(f"The model returned a forecast of shape {predicted.shape}, not {expected}.")
-    actual = trial.x[split:]
-    notes = [
-        f"Last trial: {split} samples of history, the following {steps} held out and forecast"
-        + (" with the data's inputs." if future is not None else "."),
-        training_overlap(ctx.meta, data, from_test=ctx.test is not None),
-    ]
-    start = split - min(split, max(steps, MIN_CONTEXT))
-    # The forecast line starts at the last history sample so that it joins the data.
-    t_pred = trial.t[split - 1 :]
-    x_pred = np.vstack([trial.x[split - 1], predicted])
-    time_label = data.time_column or "t"
-    figures = [
-        figure(
-            line_plot(
-                [
-                    Series("data", trial.t[start:], trial.x[start:, j]),
-                    Series("forecast", t_pred, x_pred[:, j], dashed=True),
-                ],
-                title=name,
-                xlabel=time_label,
-                width=420,
-                height=230,
-                vlines=[float(trial.t[split - 1])],
-            )
-        )
-        for j, name in enumerate(model.variables_)
-    ]
-    rmse = _rmse(predicted, actual)
-    rows = list(zip(model.variables_, rmse.tolist()))
-    return (
-        "\n".join(note(text) for text in notes)
-        + "\n<div>" + "".join(figures) + "</div>\n"
-        + table(rows, header=["variable", f"forecast RMSE over {steps} steps"])
-    )
-
-
-def data_mismatch(model: Backend, data: Dataset) -> str:
-    """Why ``model`` cannot be run on ``data`` (other variables or inputs), or ""."""
-    if tuple(data.variables) != tuple(model.variables_):
-        return (
-            f"the data's variables ({names(data.variables)}) differ from the model's "
-            f"({names(model.variables_)})"
-        )
-    if model.inputs_ and tuple(data.inputs) != tuple(model.inputs_):
-        return f"the model takes inputs {names(model.inputs_)}, the data have {names(data.inputs)}"
-    return ""
-
-
-def training_overlap(meta: dict[str, Any], data: Dataset, *, from_test: bool) -> str:
-    """Whether ``data`` are the data the model was fitted on, from the fingerprint its file
-    records: a forecast inside the training data measures fit, not generalisation."""
-    recorded = meta.get("data_fingerprint")
-    if not isinstance(recorded, str):
-        return (
-            "The model file records no data fingerprint: whether these samples were used in "
-            "fitting is unknown."
-        )
-    option = "--test" if from_test else "--data"
-    if recorded == data.fingerprint():
-        return (
-            f"Not held out: the {option} data are the data this model was fitted on (same "
-            "fingerprint), so the window above lies inside the training data and measures fit, "
-            "not forecasting; pass --test with data the fit did not see."
-        )
-    return (
-        f"The {option} data differ from the data this model was fitted on (another "
-        "fingerprint)" + ("." if from_test else "; if they contain those data, the window may "
-                          "still overlap them: --test says so exactly.")
-    )
-
-
-def _rmse(predicted: np.ndarray, actual: np.ndarray) -> np.ndarray:
-    """(d,) root-mean-square error per column, skipping NaN (missing data); inf stays inf."""
-    with np.errstate(over="ignore", invalid="ignore"):
-        squared = (predicted - actual) ** 2
-    present = ~np.isnan(squared)
-    counts = present.sum(axis=0)
-    sums = np.where(present, squared, 0.0).sum(axis=0)
-    return np.where(counts > 0, np.sqrt(sums / np.maximum(counts, 1)), np.nan)
 
 
 # -- JSON results --------------------------------------------------------------------------------
