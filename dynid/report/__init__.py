@@ -17,6 +17,7 @@ from dynid.errors import UsageError
 from dynid.modelfile import ModelFile
 # Registering their model parts, in the order they appear in each model's section.
 from dynid.report import forecast, dynamics  # noqa: F401,I001
+from dynid.report.compare import comparison_section
 from dynid.report.overview import data_section
 from dynid.report.sections import model_section, result_section
 from dynid.report.template import Section, render_page
@@ -53,6 +54,11 @@ def build_report(
             model_section(
                 path, model_file, data, horizon=horizon, test=test, anchor=f"s{len(sections) + 1}"
             )
+        )
+    held_out = test if test is not None else data
+    if len(models) > 1 and held_out is not None:
+        sections.append(
+            comparison_section(models, held_out, horizon=horizon, anchor=f"s{len(sections) + 1}")
         )
     for path, doc in results:
         sections.append(result_section(path, doc, anchor=f"s{len(sections) + 1}"))

@@ -113,17 +113,24 @@ def forecast_figures(
     return "<div>" + "".join(figures) + "</div>"
 
 
-def training_overlap(meta: dict[str, Any], data: Dataset, *, from_test: bool) -> str:
-    """Whether ``data`` are the data the model was fitted on, from the fingerprint its file
-    records: a forecast inside the training data measures fit, not generalisation."""
+def seen_in_fitting(meta: dict[str, Any], data: Dataset) -> bool | None:
+    """Whether ``data`` are the data the model was fitted on, by the fingerprint its file
+    records (None: it records none)."""
     recorded = meta.get("data_fingerprint")
-    if not isinstance(recorded, str):
+    return recorded == data.fingerprint() if isinstance(recorded, str) else None
+
+
+def training_overlap(meta: dict[str, Any], data: Dataset, *, from_test: bool) -> str:
+    """A sentence on ``seen_in_fitting``: a forecast inside the training data measures fit, not
+    generalisation."""
+    seen = seen_in_fitting(meta, data)
+    if seen is None:
         return (
             "The model file records no data fingerprint: whether these samples were used in "
             "fitting is unknown."
         )
     option = "--test" if from_test else "--data"
-    if recorded == data.fingerprint():
+    if seen:
         return (
             f"Not held out: the {option} data are the data this model was fitted on (same "
             "fingerprint), so the window above lies inside the training data and measures fit, "
