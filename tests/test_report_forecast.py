@@ -14,7 +14,7 @@ from tests.test_report import check_page, fitted, rotation_data
 
 
 def _rmse_cells(page: str) -> list[float]:
-    return [float(v) for v in re.findall(r'<td class="num">([^<]+)</td>', page.split("forecast RMSE")[1])]
+    return [float(v) for v in re.findall(r'<td class="num">([^<]+)</td>', page.split("forecast RMSE")[1].split("</table>")[0])]
 
 
 def test_forecast_on_the_training_data_says_it_is_not_held_out():

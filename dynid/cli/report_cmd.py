@@ -50,7 +50,13 @@ def report(
         None if path is None else _load_checked(options, path, models, out)
         for path in (data_file, test_file)
     )
-    html = build_report(models, results, dataset, test=test, horizon=horizon, title=title)
+    import shlex
+
+    from dynid.cli.app import ARGUMENTS
+
+    command_line = shlex.join(["dynid", *ARGUMENTS.get()])
+    html = build_report(models, results, dataset, test=test, horizon=horizon, title=title,
+                        command_line=command_line)
     write_text(output, html)
     if output != "-":
         out.info(f"wrote {output}")

@@ -9,6 +9,7 @@ from typing import Any
 
 import numpy as np
 
+from dynid.models.base import Backend
 from dynid.report.svg import esc, fmt
 
 # Longer listings are cut, saying how many rows were left out.
@@ -101,3 +102,20 @@ def flatten(value: Any, prefix: str = "") -> list[tuple[str, Any]]:
 def names(items: Iterable[Any]) -> str:
     """Comma-separated, or "none"."""
     return ", ".join(str(n) for n in items) or "none"
+
+
+def fingerprint_cell(digest: Any) -> Any:
+    """A sha256 shown by its first 12 hex digits, the whole in its tooltip (other values as
+    they are)."""
+    if not isinstance(digest, str):
+        return digest
+    return Markup(f'<code title="{esc(digest)}">{esc(digest[:12])}\u2026</code>')
+
+
+def hyperparameter_cell(model: Backend, meta: dict[str, Any]) -> Markup | str:
+    """The hyperparameters a model file records (else the model's own), one ``name = value``
+    a line."""
+    hyper = meta.get("hyperparameters", model.params.to_dict())
+    if not hyper:
+        return "none"
+    return Markup("<br>".join(f"{esc(k)} = {esc(fmt(v))}" for k, v in hyper.items()))

@@ -24,7 +24,8 @@ from dynid.errors import DynidError
 from dynid.modelfile import ModelFile
 from dynid.models.base import Backend
 from dynid.report.html import (
-    Markup, cut, error, figure, flatten, h3, json_text, names, note, pre, table,
+    cut, error, figure, fingerprint_cell, flatten, h3, hyperparameter_cell, json_text,
+    names, note, pre, table,
 )
 from dynid.report.svg import Series, eigenvalue_plot, esc, fmt, heatmap, line_plot
 from dynid.report.template import Section
@@ -142,30 +143,18 @@ def _fit_metrics(ctx: ModelContext) -> str:
 
 
 def _metadata_rows(model: Backend, meta: dict[str, Any]) -> list[tuple[str, Any]]:
-    hyper = meta.get("hyperparameters", model.params.to_dict())
-    hyper_cell = (
-        Markup("<br>".join(f"{esc(k)} = {esc(fmt(v))}" for k, v in hyper.items()))
-        if hyper
-        else "none"
-    )
-    digest = meta.get("data_fingerprint")
-    digest_cell = (
-        Markup(f'<code title="{esc(digest)}">{esc(digest[:12])}\u2026</code>')
-        if isinstance(digest, str)
-        else digest
-    )
     return [
         ("backend", meta.get("backend", model.name)),
         ("dynid version", meta.get("dynid_version")),
         ("created (UTC)", meta.get("created_utc")),
-        ("hyperparameters", hyper_cell),
+        ("hyperparameters", hyperparameter_cell(model, meta)),
         ("variables", names(model.variables_)),
         ("inputs", names(model.inputs_)),
         ("dt", model.dt_),
         ("samples", meta.get("n_samples")),
         ("trials", meta.get("n_trials")),
         ("data source", meta.get("data_source")),
-        ("data sha256", digest_cell),
+        ("data sha256", fingerprint_cell(meta.get("data_fingerprint"))),
         ("seed", meta.get("seed")),
         ("device", meta.get("device")),
         ("fit seconds", meta.get("fit_seconds")),
