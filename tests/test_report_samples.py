@@ -4,7 +4,12 @@ is installed, a real headless browser that must render them without a console er
 
 from __future__ import annotations
 
+import html
+import json
+import os
 import re
+import shutil
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -75,3 +80,78 @@ def test_model_reports_show_the_dynamics(sample_reports):
     assert page.count('aria-label="z against y"') == 2  # one portrait per model
     vdp = sample_reports["vanderpol"].read_text(encoding="utf-8")
     assert "trial 2" in vdp  # all three trials drawn in the overview
+
+
+# -- a real browser ----------------------------------------------------------------------------------
+CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
+needs_chromium = pytest.mark.skipif(CHROMIUM is None, reason="Debian's chromium is not installed")
+# Added to a copy of the report (never to the report itself): after load, writes every SVG's
+# rendered size into the DOM that --dump-dom prints.
+PROBE = (
+    "<script>addEventListener('load',()=>{const p=document.createElement('pre');p.id='probe';"
+    "p.textContent=JSON.stringify([...document.querySelectorAll('svg')].map(s=>{"
+    "const r=s.getBoundingClientRect();return [r.width,r.height]}));document.body.append(p)})"
+    "</script>"
+)
+CONSOLE_LINE = re.compile(r":CONSOLE\(\d+\)\]|Uncaught|Failed to load resource")
+
+
+def _chromium(profile: Path, *args: str) -> subprocess.CompletedProcess:
+    """Headless chromium with the network blocked (every host unresolvable, a dead proxy) and
+    console messages logged to stderr."""
+    return subprocess.run(
+        [CHROMIUM, "--headless", "--no-sandbox", "--disable-gpu", "--no-first-run",
+         "--disable-extensions", "--disable-background-networking", "--disable-sync",
+         f"--user-data-dir={profile}", "--host-resolver-rules=MAP * ~NOTFOUND",
+         "--proxy-server=http://127.0.0.1:9", "--enable-logging=stderr", "--v=0",
+         "--virtual-time-budget=5000", *args],
+        capture_output=True, text=True, timeout=180, check=False,
+    )
+
+
+def _render(page: Path, profile: Path) -> tuple[list[list[float]], list[str]]:
+    """(rendered [width, height] of every SVG, console lines) of ``page`` in chromium."""
+    probed = page.with_name(page.stem + ".probe.html")
+    probed.write_text(page.read_text(encoding="utf-8").replace("</body>", PROBE + "</body>"),
+                      encoding="utf-8")
+    result = _chromium(profile, "--dump-dom", probed.as_uri())
+    assert result.returncode == 0, result.stderr[-2000:]
+    match = re.search(r'<pre id="probe">(.*?)</pre>', result.stdout, flags=re.S)
+    assert match, "the page did not finish loading"
+    console = [line for line in result.stderr.splitlines() if CONSOLE_LINE.search(line)]
+    return json.loads(html.unescape(match.group(1))), console
+
+
+def _artifacts(tmp_path_factory) -> Path:
+    """Where screenshots are kept: $DYNID_TEST_ARTIFACTS when set, else pytest's tmp dir."""
+    root = os.environ.get("DYNID_TEST_ARTIFACTS")
+    path = Path(root) / "report-screenshots" if root else tmp_path_factory.mktemp("screenshots")
+    path.mkdir(parents=True, exist_ok=True)
+    return path
+
+
+@needs_chromium
+def test_the_probe_catches_console_errors(tmp_path):
+    page = tmp_path / "broken.html"
+    page.write_text("<!DOCTYPE html><html><body><svg width='10' height='10'></svg>"
+                    "<script>notDefined()</script></body></html>")
+    sizes, console = _render(page, tmp_path / "profile")
+    assert sizes == [[10, 10]] and any("notDefined" in line for line in console)
+
+
+@needs_chromium
+@pytest.mark.parametrize("name", sorted(EXPECTED))
+def test_sample_report_renders_in_chromium(sample_reports, name, tmp_path, tmp_path_factory):
+    page = sample_reports[name]
+    sizes, console = _render(page, tmp_path / "profile")
+    assert console == [], "\n".join(console)
+    n_svg = page.read_text(encoding="utf-8").count("<svg ")
+    assert len(sizes) == n_svg and n_svg > 0
+    assert all(w > 0 and h > 0 for w, h in sizes), sizes
+    shots = _artifacts(tmp_path_factory)
+    for scheme, flags in (("light", []), ("dark", ["--force-dark-mode",
+                                                    "--blink-settings=preferredColorScheme=0"])):
+        shot = shots / f"{name}-{scheme}.png"
+        result = _chromium(tmp_path / f"profile-{scheme}", *flags, "--hide-scrollbars",
+                           "--window-size=1280,2400", f"--screenshot={shot}", page.as_uri())
+        assert result.returncode == 0 and shot.stat().st_size > 10_000, result.stderr[-2000:]
