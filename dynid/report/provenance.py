@@ -51,26 +51,22 @@ def provenance_section(
         parts += [h3("Data read"),
                   table(rows, header=["option", "source", "sha256", "trials", "samples"])]
     if models:
-        rows = [
-            (
-                path,
-                meta.get("backend", mf.model.name),
-                meta.get("dynid_version"),
-                meta.get("created_utc"),
-                meta.get("command_line", "not recorded"),
-                meta.get("data_source"),
-                fingerprint_cell(meta.get("data_fingerprint")),
-                hyperparameter_cell(mf.model, meta),
-                meta.get("seed"),
-                meta.get("device"),
-                meta.get("fit_seconds"),
-            )
-            for path, mf in models
-            for meta in [mf.metadata]
+        # One column per model, one row per field: reads on a laptop screen for many models.
+        fields = [
+            ("backend", lambda mf: mf.metadata.get("backend", mf.model.name)),
+            ("dynid version", lambda mf: mf.metadata.get("dynid_version")),
+            ("created (UTC)", lambda mf: mf.metadata.get("created_utc")),
+            ("command line", lambda mf: mf.metadata.get("command_line", "not recorded")),
+            ("data source", lambda mf: mf.metadata.get("data_source")),
+            ("data sha256", lambda mf: fingerprint_cell(mf.metadata.get("data_fingerprint"))),
+            ("hyperparameters", lambda mf: hyperparameter_cell(mf.model, mf.metadata)),
+            ("seed", lambda mf: mf.metadata.get("seed")),
+            ("device", lambda mf: mf.metadata.get("device")),
+            ("fit seconds", lambda mf: mf.metadata.get("fit_seconds")),
         ]
-        header = ["model", "backend", "dynid", "created (UTC)", "command line", "data source",
-                  "data sha256", "hyperparameters", "seed", "device", "fit seconds"]
-        parts += [h3("Models"), table(rows, header=header)]
+        rows = [(label, *(value(mf) for _, mf in models)) for label, value in fields]
+        parts += [h3("Models"), table(rows, header=["", *(path for path, _ in models)],
+                                      row_headers=True)]
         if any("command_line" not in mf.metadata for _, mf in models):
             parts.append(note("A model file records no command line when the dynid that wrote it "
                               "did not; its other fields give the fit's settings."))
