@@ -17,7 +17,7 @@ CSS = """
 @media (prefers-color-scheme:dark){:root{--bg:#17191d;--fg:#e3e5e8;--link:#8ab8ff}}
 body{font:15px/1.45 system-ui,-apple-system,"Segoe UI",Roboto,sans-serif;max-width:62rem;margin:2rem auto;padding:0 1rem;background:var(--bg);color:var(--fg)}
 a{color:var(--link)}
-nav ol{columns:2 20rem;margin:.3em 0}
+nav ol{margin:.3em 0}
 h1,h2,h3{line-height:1.2}
 h2{border-bottom:1px solid #8888;padding-bottom:.2em;margin-top:2.2em;overflow-wrap:anywhere}
 h3{margin-top:1.5em}
