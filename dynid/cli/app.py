@@ -5,6 +5,7 @@ contract's exit code (traceback only with -v).
 """
 
 import sys
+from contextvars import ContextVar
 from typing import Annotated, Optional
 
 import typer
@@ -23,6 +24,9 @@ from dynid.cli import (
     states_cmd,
     symbolic_cmd,
 )
+
+# The arguments of the running command (after "dynid"), for records of how a file was made.
+ARGUMENTS: ContextVar[tuple[str, ...]] = ContextVar("dynid_arguments", default=())
 
 app = typer.Typer(
     name="dynid",
@@ -77,6 +81,7 @@ def main(argv: Optional[list[str]] = None) -> int:
     verbose = any(a in ("-v", "--verbose") for a in args)
     quiet = any(a in ("-q", "--quiet") for a in args)
     command = typer.main.get_command(app)
+    ARGUMENTS.set(tuple(args))
     try:
         with warnings.catch_warnings():
             warnings.showwarning = _warning_printer(quiet)

@@ -1,11 +1,16 @@
-"""``dynid report INPUT... [--data DATA] -o report.html``: one self-contained HTML file."""
+"""``dynid report INPUT... [--data DATA] [--test DATA] -o report.html``: one self-contained HTML
+file."""
 
-from typing import Annotated, Any, Optional
+from typing import TYPE_CHECKING, Annotated, Any, Optional
 
 import typer
 
 from dynid.cli.options import DataOptions, with_options
 from dynid.cli.output import Output
+
+if TYPE_CHECKING:  # heavy imports stay out of ``dynid --help``
+    from dynid.data.dataset import Dataset
+    from dynid.modelfile import ModelFile
 
 
 def register(app: typer.Typer) -> None:
@@ -16,7 +21,8 @@ def register(app: typer.Typer) -> None:
 def report(
     input_files: Annotated[list[str], typer.Argument(metavar="INPUT", help="Model files (.dynid) and JSON results of other dynid commands.")],
     output: Annotated[str, typer.Option("--output", "-o", help="The HTML file to write ('-' = stdout).")],
-    data_file: Annotated[Optional[str], typer.Option("--data", help="Data to compare forecasts with.")] = None,
+    data_file: Annotated[Optional[str], typer.Option("--data", help="Data to describe and compare forecasts with.")] = None,
+    test_file: Annotated[Optional[str], typer.Option("--test", help="Held-out data (not used in fitting) to judge forecasts on instead of --data.")] = None,
     horizon: Annotated[Optional[int], typer.Option("--horizon", min=1, help="Held-out steps in the forecast-vs-data plot [default: min(200, n/4)].")] = None,
     title: Annotated[str, typer.Option("--title", help="Report title.")] = "dynid report",
     *,
@@ -38,19 +44,35 @@ def report(
                 out.info(f"{path}: {notice}")
             results.append((path, doc))
         else:
-            models.append((path, load_model_argument(path, data_file)))
-    dataset = None
-    if data_file is not None:
-        options = model_data_options(data, models[0][1].model) if models else data
-        dataset = options.load([data_file], out=out)
-        from dynid.api import check_step
+            models.append((path, load_model_argument(path, data_file, test_file)))
+    options = model_data_options(data, models[0][1].model) if models else data
+    dataset, test = (
+        None if path is None else _load_checked(options, path, models, out)
+        for path in (data_file, test_file)
+    )
+    import shlex
 
-        for _, loaded in models:
-            check_step(loaded.model, dataset)  # never a forecast compared at the wrong step
-    html = build_report(models, results, dataset, horizon=horizon, title=title)
+    from dynid.cli.app import ARGUMENTS
+
+    command_line = shlex.join(["dynid", *ARGUMENTS.get()])
+    html = build_report(models, results, dataset, test=test, horizon=horizon, title=title,
+                        command_line=command_line)
     write_text(output, html)
     if output != "-":
         out.info(f"wrote {output}")
+
+
+def _load_checked(
+    options: DataOptions, path: str, models: "list[tuple[str, ModelFile]]", out: Output
+) -> "Dataset":
+    """The data at ``path``, checked against every model's sampling step (a forecast is never
+    compared with data at another step)."""
+    from dynid.api import check_step
+
+    dataset = options.load([path], out=out)
+    for _, loaded in models:
+        check_step(loaded.model, dataset)
+    return dataset
 
 
 def _is_json(path: str) -> bool:

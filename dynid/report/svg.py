@@ -24,7 +24,8 @@ FONT_PX = 12
 CHAR_PX = 0.6 * FONT_PX  # rough advance of one character, for laying out labels
 # Characters XML 1.0 cannot carry even escaped, and lone surrogates UTF-8 cannot encode.
 _UNSAFE = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\ufffe\uffff\ud800-\udfff]")
-# A line series with more points than this is thinned by a stride (keeps files small).
+# A series whose x is not monotonic (a phase portrait) with more points than this is thinned
+# by a stride; a time series is instead reduced to its min and max per pixel column.
 MAX_POINTS = 2000
 
 
@@ -286,7 +287,11 @@ def line_plot(
         title=title,
         xlabel=xlabel,
         ylabel=ylabel,
-        legend=[(s.label, c, "dashed" if s.dashed else "line") for s, c in zip(series, colors)],
+        legend=[
+            (s.label, c, "dashed" if s.dashed else "line")
+            for s, c in zip(series, colors)
+            if s.label  # an unlabelled series shares the entry of one drawn like it
+        ],
     )
     body = [
         _line(frame.x(v), frame.y1, frame.x(v), frame.y0,
@@ -299,10 +304,34 @@ def line_plot(
     return frame.render(body)
 
 
+def minmax_columns(px: np.ndarray, y: np.ndarray) -> np.ndarray:
+    """Indices of the points to draw of a long series whose pixel x ``px`` (n,) does not
+    decrease: in each whole-pixel column, its first and last point, the lowest and highest
+    finite ``y`` and the first non-finite one (so gaps stay gaps), in their original order.
+    The drawn line then covers exactly the same pixels as the full series: nothing is cut."""
+    columns = np.floor(px)
+    starts = np.flatnonzero(np.r_[True, columns[1:] != columns[:-1]])
+    ends = np.r_[starts[1:], px.size]
+    keep: list[int] = []
+    for lo, hi in zip(starts.tolist(), ends.tolist()):
+        chunk = y[lo:hi]
+        finite = np.isfinite(chunk)
+        keep += [lo, hi - 1]
+        if finite.any():
+            values = np.where(finite, chunk, np.nan)
+            keep += [lo + int(np.nanargmin(values)), lo + int(np.nanargmax(values))]
+        if not finite.all():
+            keep.append(lo + int(np.argmin(finite)))
+    return np.unique(np.array(keep, dtype=int))
+
+
 def _polyline(frame: _Frame, x: np.ndarray, y: np.ndarray, color: str, dashed: bool) -> list[str]:
     """One ``<path>`` with a new subpath after every gap; isolated points become dots."""
-    stride = max(1, math.ceil(x.size / MAX_POINTS))
-    x, y = x[::stride], y[::stride]
+    if x.size > 2 * (frame.x1 - frame.x0) and bool(np.all(np.diff(x) >= 0)):
+        keep = minmax_columns(frame.x(x), y)  # frame.x is affine: maps arrays too
+    else:
+        keep = np.arange(0, x.size, max(1, math.ceil(x.size / MAX_POINTS)))
+    x, y = x[keep], y[keep]
     ok = np.isfinite(x) & np.isfinite(y)
     runs: list[list[tuple[float, float]]] = [[]]
     for xi, yi, good in zip(x.tolist(), y.tolist(), ok.tolist()):
@@ -436,3 +465,32 @@ def heatmap(
             x, y = left + (j + 0.5) * cell, top - 6
             parts.append(_text(x, y, short(label), anchor="start", extra=_rotated(-45, x, y)))
     return _svg(width, height, title or "matrix", parts)
+
+
+def histogram_plot(
+    edges: np.ndarray, counts: np.ndarray, *, title: str = "", xlabel: str = "",
+    width: float = 420, height: float = 220,
+) -> str:
+    """Bars of ``counts`` (k,) over the bins between ``edges`` (k + 1,), each with a tooltip."""
+    edges = np.asarray(edges, dtype=float)
+    counts = np.asarray(counts, dtype=float)
+    frame = _Frame(
+        width=width,
+        height=height,
+        xticks=nice_ticks(float(edges[0]), float(edges[-1])),
+        yticks=nice_ticks(0.0, float(counts.max()) if counts.size else 1.0),
+        title=title,
+        xlabel=xlabel,
+        ylabel="count",
+    )
+    body = []
+    for lo, hi, count in zip(edges[:-1].tolist(), edges[1:].tolist(), counts.tolist()):
+        if count <= 0:
+            continue
+        x, top = frame.x(lo), frame.y(count)
+        body.append(
+            f'<rect x="{_n(x)}" y="{_n(top)}" width="{_n(max(frame.x(hi) - x, 1.0))}" '
+            f'height="{_n(frame.y0 - top)}" fill="{PALETTE[0]}" fill-opacity="0.8">'
+            f"<title>{esc(fmt(lo))} to {esc(fmt(hi))}: {esc(fmt(int(count)))}</title></rect>"
+        )
+    return frame.render(body)

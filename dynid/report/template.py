@@ -1,7 +1,8 @@
 """The report's page skeleton: one self-contained HTML document with a short embedded stylesheet.
 
 No script, web font, image or stylesheet is fetched: the page opens offline and in print. Colours
-come from ``color-scheme: light dark`` and translucent greys, so it reads in either scheme.
+are a light and a dark palette chosen by ``prefers-color-scheme`` (figures draw in
+``currentColor`` and translucent greys, so they follow), and print is forced light.
 """
 
 from __future__ import annotations
@@ -12,8 +13,11 @@ from dataclasses import dataclass
 from dynid.report.svg import esc
 
 CSS = """
-:root{color-scheme:light dark}
-body{font:15px/1.45 system-ui,-apple-system,"Segoe UI",Roboto,sans-serif;max-width:62rem;margin:2rem auto;padding:0 1rem}
+:root{color-scheme:light dark;--bg:#ffffff;--fg:#1d1f23;--link:#1f5fa8}
+@media (prefers-color-scheme:dark){:root{--bg:#17191d;--fg:#e3e5e8;--link:#8ab8ff}}
+body{font:15px/1.45 system-ui,-apple-system,"Segoe UI",Roboto,sans-serif;max-width:62rem;margin:2rem auto;padding:0 1rem;background:var(--bg);color:var(--fg)}
+a{color:var(--link)}
+nav ol{margin:.3em 0}
 h1,h2,h3{line-height:1.2}
 h2{border-bottom:1px solid #8888;padding-bottom:.2em;margin-top:2.2em;overflow-wrap:anywhere}
 h3{margin-top:1.5em}
@@ -29,8 +33,8 @@ figcaption{font-size:13px;opacity:.8}
 svg{max-width:100%;height:auto}
 .meta,.note{opacity:.8}
 .error{border-left:4px solid #d62728;padding:.3em .8em}
-@media print{:root{color-scheme:light}body{max-width:none;margin:0;font-size:10pt}
-figure,table,pre{break-inside:avoid}h2,h3{break-after:avoid}}
+@media print{:root{color-scheme:light;--bg:#fff;--fg:#000;--link:#000}body{max-width:none;margin:0;font-size:10pt}
+nav{break-after:page}section{break-before:auto}figure,table,pre{break-inside:avoid}h2,h3{break-after:avoid}}
 """.strip()
 
 

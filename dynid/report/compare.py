@@ -1,0 +1,123 @@
+"""Several models on the same held-out data: one table of their errors, sizes and fit times,
+and their forecasts overlaid on the data."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from dynid.data.dataset import Dataset
+from dynid.errors import DynidError
+from dynid.metrics.forecast import nrmse, valid_prediction_time
+from dynid.modelfile import ModelFile
+from dynid.report.dynamics import MAX_RESIDUALS, one_step_residuals
+from dynid.report.forecast import (
+    HeldOutForecast, default_steps, forecast_figures, held_out_forecast, seen_in_fitting,
+)
+from dynid.report.html import note, table
+from dynid.report.template import Section
+
+HEADER = [
+    "model", "backend", "one-step NRMSE", "multi-step NRMSE", "VPT", "fit seconds", "parameters",
+    "unseen in fitting",
+]
+SEEN = {True: "no (training data)", False: "yes", None: "unknown"}
+
+
+@dataclass(frozen=True)
+class ModelScore:
+    """One model's row: errors normalised by the held-out trial's per-variable standard
+    deviation; ``vpt`` in the data's time units (the first step whose normalised error exceeds
+    0.4, or the whole window); ``held_out``: whether the data were unseen in fitting (``SEEN``)."""
+
+    path: str
+    backend: str
+    one_step: float | None
+    multi_step: float | None
+    vpt: float | None
+    fit_seconds: float | None
+    parameters: int
+    held_out: str
+    forecast: HeldOutForecast | None
+
+
+def parameter_count(model_file: ModelFile) -> int:
+    """Numbers the model file stores (the sizes of all its arrays)."""
+    return int(sum(np.size(a) for a in model_file.model.arrays().values()))
+
+
+def score_model(
+    path: str, model_file: ModelFile, data: Dataset, *, steps: int
+) -> ModelScore | str:
+    """``model_file``'s row on the last trial of ``data``, or why there is none."""
+    model, meta = model_file.model, model_file.metadata
+    result = held_out_forecast(model, data, steps)
+    if isinstance(result, str):
+        return result
+    trial = result.trial
+    scale = np.nanstd(trial.x, axis=0)
+    _, residuals = one_step_residuals(model, trial, MAX_RESIDUALS)
+    one_step = float(np.sqrt(np.nanmean((residuals / scale) ** 2)))
+    dt = model.dt_ if model.dt_ is not None else data.dt
+    vpt = (
+        float(valid_prediction_time(result.predicted, result.actual, scale, dt))
+        if dt is not None
+        else None
+    )
+    return ModelScore(
+        path=path,
+        backend=str(meta.get("backend", model.name)),
+        one_step=one_step,
+        multi_step=nrmse(result.predicted, result.actual, scale),
+        vpt=vpt,
+        fit_seconds=meta.get("fit_seconds"),
+        parameters=parameter_count(model_file),
+        held_out=SEEN[seen_in_fitting(meta, data)],
+        forecast=result,
+    )
+
+
+def comparison_section(
+    models: list[tuple[str, ModelFile]],
+    data: Dataset,
+    *,
+    horizon: int | None,
+    anchor: str,
+) -> Section:
+    """The table of every model on ``data`` (one row each; a model that cannot be scored says
+    why) and their forecasts overlaid where they share a window."""
+    steps = default_steps(data, horizon)
+    scores: list[ModelScore] = []
+    problems: list[str] = []
+    for path, model_file in models:
+        try:
+            outcome = score_model(path, model_file, data, steps=steps)
+        except DynidError as exc:
+            outcome = f"{exc}"
+        if isinstance(outcome, str):
+            problems.append(f"{path}: {outcome}")
+        else:
+            scores.append(outcome)
+    rows = [
+        (s.path, s.backend, s.one_step, s.multi_step, s.vpt, s.fit_seconds, s.parameters, s.held_out)
+        for s in scores
+    ]
+    parts = [
+        note(
+            f"Each model on the last trial of {data.source}: one-step NRMSE over its last "
+            f"{MAX_RESIDUALS} samples (at most), multi-step NRMSE and valid prediction time (error "
+            "above 0.4 of the standard deviation) of one free forecast of the held-out window. "
+            "Errors are normalised by each variable's standard deviation in that trial."
+        ),
+        table(rows, header=HEADER) if rows else note("No model could be scored on these data."),
+        "".join(note(p) for p in problems),
+    ]
+    first = scores[0].forecast if scores else None
+    shared = [
+        (s.path, s.forecast) for s in scores
+        if s.forecast is not None and first is not None and s.forecast.split == first.split
+    ]
+    if shared:
+        parts.append(forecast_figures(shared, data.variables, data.time_column or "t"))
+    return Section(anchor, f"Model comparison on {data.source}", "\n".join(p for p in parts if p))

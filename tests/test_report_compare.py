@@ -1,0 +1,75 @@
+"""Several models on the same data: one comparison table and overlaid forecasts."""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+
+import numpy as np
+
+from dynid.data.dataset import Dataset
+from dynid.report import build_report
+from dynid.report.compare import score_model
+from tests.test_report import SVG_XMLNS, check_page, fitted, rotation_data
+
+
+def _test_data() -> Dataset:
+    x = rotation_data(n=80).trials[0].x * 3.0
+    return dataclasses.replace(Dataset.from_arrays(x, dt=0.1, variables=["x", "y"]), source="test.csv")
+
+
+def _damped(train: Dataset):
+    worse = fitted(data=train)
+    worse.model.A_ = worse.model.A_ * 0.9
+    return worse
+
+
+def test_scores_against_independent_computation():
+    train, test = rotation_data(), _test_data()
+    exact = score_model("exact", fitted(data=train), test, steps=20)
+    assert exact.one_step < 1e-10 and exact.multi_step < 1e-10
+    assert exact.vpt == 20 * 0.1  # never off: the whole window
+    assert exact.parameters == 4 and exact.held_out == "yes" and exact.fit_seconds == 0.1
+    worse_file = _damped(train)
+    worse = score_model("worse", worse_file, test, steps=20)
+    x, a = test.trials[0].x, worse_file.model.A_
+    scale = x.std(axis=0)
+    residuals = x[-80 + 1 :] - x[:-1] @ a.T  # every sample after the first (<= 400)
+    assert np.isclose(worse.one_step, np.sqrt(np.mean((residuals / scale) ** 2)), rtol=1e-10)
+    predicted, state = [], x[59]
+    for _ in range(20):
+        state = a @ state
+        predicted.append(state)
+    errors = np.sqrt(np.mean(((np.array(predicted) - x[60:]) / scale) ** 2, axis=1))
+    assert np.isclose(worse.multi_step, np.sqrt(np.mean(((np.array(predicted) - x[60:]) / scale) ** 2)))
+    first_bad = np.flatnonzero(errors > 0.4)
+    assert np.isclose(worse.vpt, (first_bad[0] + 1) * 0.1 if first_bad.size else 2.0)
+    assert score_model("seen", fitted(data=train), train, steps=5).held_out == "no (training data)"
+
+
+def test_report_of_several_models_has_one_table_and_overlaid_forecasts():
+    train, test = rotation_data(), _test_data()
+    other = fitted(data=rotation_data(variables=("p", "q")))
+    page = build_report(
+        [("exact.dynid", fitted(data=train)), ("worse.dynid", _damped(train)), ("pq.dynid", other)],
+        [], train, test=test, horizon=20,
+    )
+    svgs = check_page(page)
+    section = page.split("Model comparison on test.csv</h2>")[1].split("</section>")[0]
+    assert section.count("<tr>") == 3  # header + two scored models
+    assert "unseen in fitting" in section and "VPT" in section
+    assert "pq.dynid: No forecast: the data&#x27;s variables (x, y) differ" in section
+    overlays = [s for s in svgs if "worse.dynid" in svg_text(s) and "exact.dynid" in svg_text(s)]
+    assert len(overlays) == 2  # one per variable
+    assert re.search(r"<td>exact.dynid</td><td>test-linear</td><td class=\"num\">[0-9.e-]+</td>", section)
+
+
+def svg_text(svg) -> str:
+    """All the text of a parsed SVG figure."""
+    return " ".join(t.text or "" for t in svg.iter(f"{{{SVG_XMLNS}}}text"))
+
+
+def test_one_model_gets_no_comparison():
+    data = rotation_data()
+    page = build_report([("m.dynid", fitted(data=data))], [], data)
+    assert "Model comparison" not in page
