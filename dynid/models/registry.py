@@ -15,6 +15,8 @@ _BACKENDS: dict[str, str] = {
     "sindy": "dynid.models.sindy:SINDy",
     "symbolic": "dynid.models.symbolic:Symbolic",
     "lds": "dynid.models.latent.lds:LDS",
+    "hmm": "dynid.models.latent.hmm:HMM",
+    "arhmm": "dynid.models.latent.hmm:ARHMM",
 }
 
 
