@@ -163,9 +163,10 @@ def test_em_log_likelihood_never_decreases(name):
     assert model.metrics_["log_likelihood"] == history[-1]
 
 
-def test_states_auto_picks_three():
-    _, x = simulate_hmm(800, seed=2)
-    model = api.fit(dataset(x), "hmm", {"max_states": 4, "restarts": 1}, seed=0, device="cpu").model
+@pytest.mark.parametrize("name", ["hmm", "arhmm"])
+def test_states_auto_picks_three(name):
+    _, x = (simulate_hmm if name == "hmm" else simulate_arhmm)(800, seed=2)
+    model = api.fit(dataset(x), name, {"max_states": 4, "restarts": 2}, seed=0, device="cpu").model
     bic = model.metrics_["bic"]
     assert model.metrics_["states"] == 3, bic
     assert set(bic) == {"1", "2", "3", "4"}

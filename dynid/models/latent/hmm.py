@@ -24,7 +24,8 @@ NaN cells are refused; partially known states (``--labels``) are not implemented
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from abc import abstractmethod
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
@@ -48,7 +49,7 @@ from dynid.models.latent.emissions import Autoregressive, Gaussian, covariance_f
 from dynid.models.latent.markov import EMResult, HiddenMarkov
 
 # EM iterations every start runs before only the best one continues.
-SCREENING_ITERATIONS = 10
+SCREENING_ITERATIONS = 25
 # Mean block length, in samples per state, of the random segmentations that start restarts.
 BLOCKS_PER_STATE = 4
 # Bisection steps for the mixture quantiles: 2^-60 of the bracketing width.
@@ -150,9 +151,9 @@ class _HiddenMarkovBackend(Backend):
         return EMResult(rest.model, best.history[:-1] + rest.history, rest.converged)
 
     @staticmethod
+    @abstractmethod
     def _features(x: np.ndarray) -> np.ndarray:
-        """What k-means clusters for the first start: (steps, f)."""
-        raise NotImplementedError
+        """What k-means clusters for the first start, of one trial x (steps, d): (steps, f)."""
 
     # -- inference ---------------------------------------------------------------------------
     def states(self, data: Dataset) -> LatentStates:
@@ -203,11 +204,13 @@ class _HiddenMarkovBackend(Backend):
         )
         self.log_likelihood_ = expect_array(arrays, "log_likelihood", (None,)).astype(float)
 
+    @abstractmethod
     def _emission_arrays(self) -> dict[str, np.ndarray]:
-        raise NotImplementedError
+        """The emission model's named arrays (what the model file stores beside the chain's)."""
 
-    def _emission_from(self, arrays: Mapping[str, np.ndarray], k: int, d: int) -> Gaussian | Autoregressive:
-        raise NotImplementedError
+    @abstractmethod
+    def _emission_from(self, arrays: dict[str, np.ndarray], k: int, d: int) -> Gaussian | Autoregressive:
+        """The emission model from stored arrays, for k states and d variables."""
 
 
 class HMM(_HiddenMarkovBackend):
@@ -242,11 +245,11 @@ class HMM(_HiddenMarkovBackend):
         emission: Gaussian = self.model_.emission  # type: ignore[assignment]
         return {"means": emission.means, "covariances": emission.covs, "covariance_floor": np.array(emission.floor)}
 
-    def _emission_from(self, arrays: Mapping[str, np.ndarray], k: int, d: int) -> Gaussian:
+    def _emission_from(self, arrays: dict[str, np.ndarray], k: int, d: int) -> Gaussian:
         return Gaussian(
-            means=expect_array(dict(arrays), "means", (k, d)).astype(float),
-            covs=expect_array(dict(arrays), "covariances", (k, d, d)).astype(float),
-            floor=float(expect_array(dict(arrays), "covariance_floor", ())),
+            means=expect_array(arrays, "means", (k, d)).astype(float),
+            covs=expect_array(arrays, "covariances", (k, d, d)).astype(float),
+            floor=float(expect_array(arrays, "covariance_floor", ())),
         )
 
 
@@ -283,16 +286,18 @@ class ARHMM(_HiddenMarkovBackend):
             "covariance_floor": np.array(emission.floor),
         }
 
-    def _emission_from(self, arrays: Mapping[str, np.ndarray], k: int, d: int) -> Autoregressive:
+    def _emission_from(self, arrays: dict[str, np.ndarray], k: int, d: int) -> Autoregressive:
         return Autoregressive(
-            dynamics=expect_array(dict(arrays), "dynamics", (k, d, d)).astype(float),
-            offsets=expect_array(dict(arrays), "offsets", (k, d)).astype(float),
-            covs=expect_array(dict(arrays), "covariances", (k, d, d)).astype(float),
-            floor=float(expect_array(dict(arrays), "covariance_floor", ())),
+            dynamics=expect_array(arrays, "dynamics", (k, d, d)).astype(float),
+            offsets=expect_array(arrays, "offsets", (k, d)).astype(float),
+            covs=expect_array(arrays, "covariances", (k, d, d)).astype(float),
+            floor=float(expect_array(arrays, "covariance_floor", ())),
         )
 
 
-def _kmeans_labels(trials: list[np.ndarray], features: Any, k: int, rng: np.random.Generator) -> list[np.ndarray]:
+def _kmeans_labels(
+    trials: list[np.ndarray], features: Callable[[np.ndarray], np.ndarray], k: int, rng: np.random.Generator
+) -> list[np.ndarray]:
     """k-means++ clusters of the standardised features of all trials, split back per trial."""
     pooled = np.concatenate([features(x) for x in trials])
     spread = pooled.std(axis=0)
