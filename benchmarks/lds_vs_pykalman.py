@@ -11,13 +11,10 @@ it). pykalman handles only whole missing rows, so the comparison is on complete 
 
 from __future__ import annotations
 
-import argparse
-import json
-import platform
 from pathlib import Path
 
 import numpy as np
-from timing import interleaved, summarize
+from timing import compare_em, em_arguments
 
 from dynid.models.latent.em import expectations, log_likelihood, maximise
 from dynid.linear.subspace import subspace_start
@@ -82,32 +79,17 @@ class PykalmanEM:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--samples", type=int, default=2000)
-    parser.add_argument("--iterations", type=int, default=20)
-    parser.add_argument("-o", "--output", default=str(HERE / "results" / "lds_vs_pykalman.json"))
-    args = parser.parse_args()
+    args = em_arguments(__doc__.splitlines()[0], HERE / "results" / "lds_vs_pykalman.json")
     import pykalman
 
     y = known_lds(args.samples)
-    start_loglik = log_likelihood(subspace_start([y], 4), [y])
-    runs = {"dynid": DynidEM(y), "pykalman": PykalmanEM(y)}
-    # One EM iteration of each in turn (interleaved), so load drifts hit both alike.
-    seconds = interleaved(runs, repeats=args.iterations, warmup=0)
-    results = {
-        "samples": args.samples, "iterations": args.iterations, "start_log_likelihood": start_loglik,
-        **{name: {"seconds_per_iteration": summarize(seconds[name]),
-                  "log_likelihood": run.log_likelihood()} for name, run in runs.items()},
-        "pykalman_version": pykalman.__version__ if hasattr(pykalman, "__version__") else "unknown",
-        "machine": platform.platform(), "python": platform.python_version(),
-    }
-    Path(args.output).write_text(json.dumps(results, indent=2) + "\n")
-    print(f"{args.samples} samples, {args.iterations} EM iterations from the same subspace start "
-          f"(log-likelihood {start_loglik:.2f}):")
-    for name in ("dynid", "pykalman"):
-        row = results[name]
-        print(f"  {name:<9} {1000 * row['seconds_per_iteration']['median_s']:8.1f} ms/iteration (median), "
-              f"final log-likelihood {row['log_likelihood']:.2f}")
+    compare_em(
+        {"dynid": DynidEM(y), "pykalman": PykalmanEM(y)},
+        samples=args.samples, iterations=args.iterations,
+        start_log_likelihood=log_likelihood(subspace_start([y], 4), [y]), start="subspace start",
+        output=args.output,
+        versions={"pykalman_version": pykalman.__version__ if hasattr(pykalman, "__version__") else "unknown"},
+    )
 
 
 if __name__ == "__main__":

@@ -105,3 +105,49 @@ def _machine_busy_s() -> float | None:
 def _own_cpu_s() -> float:
     t = os.times()
     return t.user + t.system + t.children_user + t.children_system
+
+
+def em_arguments(description: str, output: Path) -> Any:
+    """The command line of an EM comparison: --samples, --iterations, -o (default ``output``)."""
+    import argparse
+
+    parser = argparse.ArgumentParser(description=description)
+    parser.add_argument("--samples", type=int, default=2000)
+    parser.add_argument("--iterations", type=int, default=20)
+    parser.add_argument("-o", "--output", default=str(output))
+    return parser.parse_args()
+
+
+class EMRun:
+    """One library's EM for ``compare_em``: calling it runs one iteration."""
+
+    def __call__(self) -> None: ...
+
+    def log_likelihood(self) -> float: ...
+
+
+def compare_em(
+    runs: Mapping[str, EMRun], *, samples: int, iterations: int, start_log_likelihood: float,
+    start: str, output: str, versions: Mapping[str, str],
+) -> None:
+    """``iterations`` EM iterations of every run, interleaved so load drifts hit them alike;
+    seconds per iteration and the final log-likelihood written to ``output`` (JSON) and printed.
+    start: what the runs start from, for the printed line; versions: the reference libraries'."""
+    import json
+    import platform
+
+    seconds = interleaved(runs, repeats=iterations, warmup=0)
+    results = {
+        "samples": samples, "iterations": iterations, "start_log_likelihood": start_log_likelihood,
+        **{name: {"seconds_per_iteration": summarize(seconds[name]),
+                  "log_likelihood": run.log_likelihood()} for name, run in runs.items()},
+        **versions,
+        "machine": platform.platform(), "python": platform.python_version(),
+    }
+    Path(output).write_text(json.dumps(results, indent=2) + "\n")
+    print(f"{samples} samples, {iterations} EM iterations from the same {start} "
+          f"(log-likelihood {start_log_likelihood:.4f}):")
+    for name in runs:
+        row = results[name]
+        print(f"  {name:<9} {1000 * row['seconds_per_iteration']['median_s']:8.1f} ms/iteration (median), "
+              f"final log-likelihood {row['log_likelihood']:.4f}")

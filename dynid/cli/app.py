@@ -5,12 +5,12 @@ contract's exit code (traceback only with -v).
 """
 
 import sys
-from contextvars import ContextVar
 from typing import Annotated, Optional
 
 import typer
 
 from dynid import __version__
+from dynid.cli.output import ARGUMENTS
 from dynid.cli import (
     causal_cmd,
     fit_cmd,
@@ -25,8 +25,7 @@ from dynid.cli import (
     symbolic_cmd,
 )
 
-# The arguments of the running command (after "dynid"), for records of how a file was made.
-ARGUMENTS: ContextVar[tuple[str, ...]] = ContextVar("dynid_arguments", default=())
+
 
 app = typer.Typer(
     name="dynid",

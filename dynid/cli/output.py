@@ -7,7 +7,11 @@ import os
 import sys
 from collections.abc import Mapping
 from contextlib import nullcontext
+from contextvars import ContextVar
 from typing import Any, ContextManager, Optional
+
+# The arguments of the running command (after "dynid"), for records of how a file was made.
+ARGUMENTS: ContextVar[tuple[str, ...]] = ContextVar("dynid_arguments", default=())
 
 
 def stderr_is_tty() -> bool:

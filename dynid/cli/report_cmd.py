@@ -52,7 +52,7 @@ def report(
     )
     import shlex
 
-    from dynid.cli.app import ARGUMENTS
+    from dynid.cli.output import ARGUMENTS
 
     command_line = shlex.join(["dynid", *ARGUMENTS.get()])
     html = build_report(models, results, dataset, test=test, horizon=horizon, title=title,

@@ -21,7 +21,7 @@ def states(
     data: DataOptions,
     out: Output,
 ) -> None:
-    """Hidden states of DATA, one row per row: t, (trial,) then z_K and z_K_sd (smoothed latent means and sds); CSV on stdout or -o (HDF5 by suffix; --json: one JSON document)."""
+    """Hidden states of DATA, one row per row: t, (trial,) then state and p_state_K (discrete-state models: Viterbi state, smoothed probabilities) and/or z_K and z_K_sd (smoothed latent means and sds); CSV on stdout or -o (HDF5 by suffix; --json: one JSON document)."""
     import numpy as np
 
     from dynid import api
@@ -38,10 +38,15 @@ def states(
     if out.json_mode:
         body = {"time_column": time_column, "time_origin": dataset.time_origin, "states": list(result.names),
                 "t": result.t, "trial": result.trial, "z": result.means, "z_sd": result.sds}
+        if result.state is not None:
+            body.update(state=result.state, p_state=result.probabilities)
         out.emit_json(tagged(STATES, body))
         return
     names = (*result.names, *(f"{name}_sd" for name in result.names))
     values = np.hstack([result.means, result.sds])
+    if result.state is not None and result.probabilities is not None:
+        discrete = ("state", *(f"p_state_{k}" for k in range(result.probabilities.shape[1])))
+        names, values = (*discrete, *names), np.hstack([result.state[:, None], result.probabilities, values])
     if dataset.n_trials > 1:
         names, values = ("trial", *names), np.hstack([result.trial[:, None], values])
     write_table(output or "-", time_column, result.t, names, values)

@@ -46,8 +46,10 @@ class Capabilities:
 class LatentStates:
     """Inferred hidden states of a Dataset, one row per sample (trials one after another).
 
-    names: the k state columns (``z_0`` ...); t (N,) times; trial (N,) trial indices;
-    means (N, k) smoothed means; sds (N, k) their standard deviations.
+    names: the k continuous state columns (``z_0`` ...; none for discrete-state models); t (N,)
+    times; trial (N,) trial indices; means (N, k) smoothed means; sds (N, k) their standard
+    deviations. Discrete-state models add state (N,) the most likely state sequence (Viterbi)
+    and probabilities (N, K) the smoothed state probabilities p(z_t = K | all of the trial).
     """
 
     names: tuple[str, ...]
@@ -55,6 +57,8 @@ class LatentStates:
     trial: np.ndarray
     means: np.ndarray
     sds: np.ndarray
+    state: np.ndarray | None = None
+    probabilities: np.ndarray | None = None
 
 
 @dataclass(frozen=True)
@@ -210,7 +214,7 @@ class Backend(ABC):
     def states(self, data: Dataset) -> LatentStates:
         """The hidden states of ``data`` (``dynid states``); UsageError for models without."""
         raise UsageError(
-            f"the {self.name} model has no hidden states; fit a latent-state model (lds)"
+            f"the {self.name} model has no hidden states; fit a latent-state model (lds, hmm, arhmm)"
         )
 
     def predictive(
@@ -220,7 +224,7 @@ class Backend(ABC):
         UsageError for models without a predictive distribution."""
         raise UsageError(
             f"--interval: the {self.name} model has no predictive distribution; "
-            "fit a stochastic model (lds) or drop --interval"
+            "fit a stochastic model (lds, hmm) or drop --interval"
         )
 
     # -- helpers -------------------------------------------------------------------------------

@@ -17,6 +17,8 @@ _BACKENDS: dict[str, str] = {
     "lds": "dynid.models.latent.lds:LDS",
     "esn": "dynid.models.reservoir.esn:ESN",
     "ngrc": "dynid.models.reservoir.ngrc:NGRC",
+    "hmm": "dynid.models.latent.hmm:HMM",
+    "arhmm": "dynid.models.latent.hmm:ARHMM",
 }
 
 

@@ -1,0 +1,240 @@
+"""The ``hmm`` and ``arhmm`` backends against ground truth: forward-backward and Viterbi against
+brute-force enumeration; known 3-state chains simulated with numpy (states up to relabelling,
+transition matrix, states=auto); interval coverage; the ``states`` command."""
+
+from __future__ import annotations
+
+import functools
+import itertools
+import json
+
+import numpy as np
+import pytest
+from scipy.optimize import linear_sum_assignment
+from scipy.stats import multivariate_normal
+
+from dynid import api
+from dynid.data.dataset import Dataset, Trial
+from dynid.errors import UsageError
+from dynid.models.latent import markov
+from dynid.models.latent.emissions import Autoregressive, Gaussian
+
+from conftest import write_csv
+
+TRANSITION = np.array([[0.95, 0.03, 0.02], [0.02, 0.95, 0.03], [0.03, 0.02, 0.95]])
+MEANS = np.array([[0.0, 0.0], [3.0, 0.0], [0.0, 3.0]])
+SD = 0.7
+N_TRAIN = 1500
+
+
+def rotation(angle: float, radius: float) -> np.ndarray:
+    return radius * np.array([[np.cos(angle), -np.sin(angle)], [np.sin(angle), np.cos(angle)]])
+
+
+# Three stable regimes with distinct dynamics and fixed points.
+DYNAMICS = np.stack([rotation(0.3, 0.9), rotation(-0.5, 0.8), np.array([[0.5, 0.0], [0.0, 0.95]])])
+OFFSETS = np.array([[1.0, 0.0], [0.0, 1.0], [-1.0, -1.0]])
+AR_SD = 0.1
+
+
+def chain(n: int, rng: np.random.Generator) -> np.ndarray:
+    z = np.empty(n, dtype=int)
+    z[0] = rng.integers(3)
+    for t in range(1, n):
+        z[t] = rng.choice(3, p=TRANSITION[z[t - 1]])
+    return z
+
+
+def simulate_hmm(n: int, seed: int) -> tuple[np.ndarray, np.ndarray]:
+    rng = np.random.default_rng(seed)
+    z = chain(n, rng)
+    return z, MEANS[z] + SD * rng.normal(size=(n, 2))
+
+
+def simulate_arhmm(n: int, seed: int) -> tuple[np.ndarray, np.ndarray]:
+    rng = np.random.default_rng(seed)
+    z = chain(n, rng)
+    x = np.zeros((n, 2))
+    for t in range(1, n):
+        x[t] = DYNAMICS[z[t]] @ x[t - 1] + OFFSETS[z[t]] + AR_SD * rng.normal(size=2)
+    return z, x
+
+
+def dataset(x: np.ndarray) -> Dataset:
+    return Dataset.from_arrays(x, dt=0.1, variables=["a", "b"])
+
+
+def matching(found: np.ndarray, truth: np.ndarray) -> tuple[np.ndarray, float]:
+    """The relabelling found -> truth maximising agreement (Hungarian), and the accuracy."""
+    confusion = np.zeros((3, 3))
+    np.add.at(confusion, (found, truth), 1)
+    rows, cols = linear_sum_assignment(-confusion)
+    mapping = np.empty(3, dtype=int)
+    mapping[rows] = cols
+    return mapping, float(confusion[rows, cols].sum() / truth.size)
+
+
+@functools.cache
+def fitted(name: str):
+    z, x = (simulate_hmm if name == "hmm" else simulate_arhmm)(N_TRAIN, seed=1)
+    model = api.fit(dataset(x), name, {"states": "3", "restarts": 2}, seed=0, device="cpu").model
+    return model, z, x
+
+
+# -- inference against enumeration of every state sequence ---------------------------------------
+def test_forward_backward_and_viterbi_match_enumeration():
+    rng = np.random.default_rng(0)
+    k, steps = 3, 6
+    x = rng.normal(size=(steps, 2))
+    emission = Gaussian(rng.normal(size=(k, 2)), np.stack([np.eye(2) * s for s in (0.5, 1.0, 2.0)]), 0.0)
+    model = markov.HiddenMarkov(np.array([0.5, 0.3, 0.2]), TRANSITION, emission)
+    densities = np.stack([multivariate_normal(emission.means[j], emission.covs[j]).pdf(x) for j in range(k)], axis=1)
+    joint = {}
+    for path in itertools.product(range(k), repeat=steps):
+        p = model.initial[path[0]] * densities[0, path[0]]
+        for t in range(1, steps):
+            p *= TRANSITION[path[t - 1], path[t]] * densities[t, path[t]]
+        joint[path] = p
+    total = sum(joint.values())
+    marginals = np.zeros((steps, k))
+    pairs = np.zeros((k, k))
+    for path, p in joint.items():
+        marginals[np.arange(steps), path] += p / total
+        for t in range(1, steps):
+            pairs[path[t - 1], path[t]] += p / total
+    posterior = markov.forward_backward(model, emission.log_density(x))
+    assert posterior.loglik == pytest.approx(np.log(total), rel=1e-12)
+    np.testing.assert_allclose(posterior.probabilities, marginals, atol=1e-12)
+    np.testing.assert_allclose(posterior.transitions, pairs, atol=1e-12)
+    assert tuple(markov.viterbi(model, emission.log_density(x))) == max(joint, key=joint.__getitem__)
+
+
+def test_forward_backward_does_not_underflow_far_from_every_state():
+    emission = Gaussian(np.zeros((2, 1)), np.stack([np.eye(1)] * 2), 0.0)
+    model = markov.HiddenMarkov(np.array([0.5, 0.5]), np.array([[0.9, 0.1], [0.1, 0.9]]), emission)
+    x = np.full((50, 1), 60.0)  # density ~ exp(-1800) per sample
+    posterior = markov.forward_backward(model, emission.log_density(x))
+    expected = 50 * multivariate_normal(0.0, 1.0).logpdf(60.0)
+    assert posterior.loglik == pytest.approx(expected, rel=1e-12)
+    np.testing.assert_allclose(posterior.probabilities, 0.5)
+
+
+# -- identification -------------------------------------------------------------------------------
+@pytest.mark.parametrize("name, accuracy", [("hmm", 0.95), ("arhmm", 0.90)])
+def test_states_up_to_relabelling(name, accuracy):
+    model, z, x = fitted(name)
+    states = api.states(model, dataset(x))
+    assert states.state.shape == (N_TRAIN,) and states.probabilities.shape == (N_TRAIN, 3)
+    np.testing.assert_allclose(states.probabilities.sum(axis=1), 1.0)
+    _, found = matching(states.state, z)
+    assert found >= accuracy
+    _, marginal = matching(np.argmax(states.probabilities, axis=1), z)
+    assert marginal >= accuracy
+
+
+@pytest.mark.parametrize("name", ["hmm", "arhmm"])
+def test_transition_matrix_within_0_05_of_the_truth(name):
+    model, z, x = fitted(name)
+    mapping, _ = matching(api.states(model, dataset(x)).state, z)
+    transition = model.arrays()["transition"]
+    relabelled = np.empty_like(transition)
+    relabelled[np.ix_(mapping, mapping)] = transition
+    assert np.abs(relabelled - TRANSITION).max() < 0.05, relabelled
+
+
+def test_emission_parameters_match_the_truth():
+    model, z, x = fitted("arhmm")
+    mapping, _ = matching(api.states(model, dataset(x)).state, z)
+    arrays = model.arrays()
+    order = np.argsort(mapping)  # order[true state] = fitted state
+    np.testing.assert_allclose(arrays["dynamics"][order], DYNAMICS, atol=0.05)
+    np.testing.assert_allclose(arrays["offsets"][order], OFFSETS, atol=0.1)
+    hmm, z, x = fitted("hmm")
+    mapping, _ = matching(api.states(hmm, dataset(x)).state, z)
+    np.testing.assert_allclose(hmm.arrays()["means"][np.argsort(mapping)], MEANS, atol=0.1)
+
+
+@pytest.mark.parametrize("name", ["hmm", "arhmm"])
+def test_em_log_likelihood_never_decreases(name):
+    model, _, _ = fitted(name)
+    history = model.arrays()["log_likelihood"]
+    assert len(history) > 2
+    assert np.all(np.diff(history) >= -1e-9 * np.abs(history[1:])), np.diff(history).min()
+    assert model.metrics_["log_likelihood"] == history[-1]
+
+
+@pytest.mark.parametrize("name", ["hmm", "arhmm"])
+def test_states_auto_picks_three(name):
+    _, x = (simulate_hmm if name == "hmm" else simulate_arhmm)(800, seed=2)
+    model = api.fit(dataset(x), name, {"max_states": 4, "restarts": 2}, seed=0, device="cpu").model
+    bic = model.metrics_["bic"]
+    assert model.metrics_["states"] == 3, bic
+    assert set(bic) == {"1", "2", "3", "4"}
+
+
+def test_seeded_fits_are_reproducible():
+    _, x = simulate_hmm(300, seed=3)
+    first, second = (api.fit(dataset(x), "hmm", {"states": "3", "restarts": 2}, seed=5, device="cpu").model for _ in range(2))
+    for key, value in first.arrays().items():
+        np.testing.assert_array_equal(second.arrays()[key], value, err_msg=key)
+
+
+# -- forecasts ------------------------------------------------------------------------------------
+def test_hmm_forecast_is_the_predictive_mean_and_the_interval_covers():
+    model, _, _ = fitted("hmm")
+    history_length, horizon, rollouts = 30, 5, 200
+    _, x = simulate_hmm(rollouts * (history_length + horizon), seed=7)
+    covered = []
+    for k in range(rollouts):
+        window = x[k * (history_length + horizon):(k + 1) * (history_length + horizon)]
+        history = Trial(np.arange(history_length) * 0.1, window[:history_length])
+        band = model.predictive(history, horizon, None, 0.9)
+        covered.append((band.lower <= window[history_length:]) & (window[history_length:] <= band.upper))
+        np.testing.assert_allclose(band.mean, model.simulate(history, horizon))
+    coverage = np.mean(covered)
+    assert 0.85 <= coverage <= 0.95, coverage
+
+
+def test_arhmm_forecast_with_one_regime_iterates_its_map():
+    _, x = simulate_arhmm(400, seed=4)
+    model = api.fit(dataset(x), "arhmm", {"states": "1"}, seed=0, device="cpu").model
+    arrays = model.arrays()
+    a, b = arrays["dynamics"][0], arrays["offsets"][0]
+    expected, current = [], x[-1]
+    for _ in range(4):
+        current = a @ current + b
+        expected.append(current)
+    np.testing.assert_allclose(model.simulate(Trial(np.arange(400) * 0.1, x), 4), expected, rtol=1e-10)
+    with pytest.raises(UsageError, match="--interval"):
+        model.predictive(Trial(np.arange(400) * 0.1, x), 4, None, 0.9)
+
+
+def test_autoregressive_first_sample_is_conditioned_on():
+    emission = Autoregressive(np.stack([np.eye(2)] * 2), np.zeros((2, 2)), np.stack([np.eye(2)] * 2), 0.0)
+    log_b = emission.log_density(np.random.default_rng(0).normal(size=(5, 2)))
+    np.testing.assert_array_equal(log_b[0], 0.0)
+
+
+# -- the command ----------------------------------------------------------------------------------
+def test_states_command_writes_state_and_probabilities(cli, tmp_path):
+    from dynid.modelfile import describe_fit, save_model
+
+    _, x = simulate_hmm(300, seed=5)
+    data_path = write_csv(tmp_path / "hmm.csv", x, ["a", "b"], dt=0.1)
+    data = dataset(x)
+    model = api.fit(data, "hmm", {"states": "3", "restarts": 1}, seed=0, device="cpu").model
+    model_path = str(tmp_path / "m.hmm.dynid")
+    save_model(model, model_path, describe_fit(model, data, seed=0, device="cpu", fit_seconds=0.0))
+    result = cli("states", model_path, data_path)
+    assert result.returncode == 0, result.stderr
+    lines = result.stdout.decode().splitlines()
+    assert lines[0] == "t,state,p_state_0,p_state_1,p_state_2"
+    assert len(lines) == 1 + 300
+    table = np.loadtxt(lines[1:], delimiter=",")
+    expected = api.states(model, data)
+    np.testing.assert_array_equal(table[:, 1], expected.state)
+    np.testing.assert_allclose(table[:, 2:], expected.probabilities, rtol=1e-12)
+    document = json.loads(cli("states", model_path, data_path, "--json").stdout)
+    assert document["kind"] == "states" and document["states"] == []
+    assert document["state"] == expected.state.tolist()
+    assert np.array(document["p_state"]).shape == (300, 3)
