@@ -17,6 +17,7 @@ _BACKENDS: dict[str, str] = {
     "lds": "dynid.models.latent.lds:LDS",
     "esn": "dynid.models.reservoir.esn:ESN",
     "ngrc": "dynid.models.reservoir.ngrc:NGRC",
+    "koopman": "dynid.models.operator.koopman:Koopman",
 }
 
 
