@@ -16,8 +16,14 @@ from scipy.optimize import linear_sum_assignment
 
 from dynid.data.dataset import Dataset, Trial
 from dynid.errors import DataError
+from dynid.modelfile import describe_fit, load_model, save_model
 from dynid.models.dmd import DMD
-from dynid.models.operator.dictionaries import DelayDictionary, PolynomialDictionary
+from dynid.models.operator.dictionaries import (
+    DelayDictionary,
+    NystromDictionary,
+    PolynomialDictionary,
+    gaussian_kernel,
+)
 from dynid.models.operator.koopman import Koopman, KoopmanParams
 
 MU, LAMBDA = -0.05, -1.0
@@ -96,17 +102,42 @@ def test_modes_are_the_state_readout_of_operator_eigenvectors():
         np.testing.assert_allclose(np.abs(model.modes_[:, j]), direction, atol=1e-8)
 
 
-@pytest.mark.parametrize("basis", ["rbf", "delay"])
+# Data-driven dictionaries (Gaussians) extrapolate poorly where the data never went, and one
+# time unit after the start every trajectory is on the slow manifold: these fits use 40 short
+# trajectories so that the transients cover the square of initial conditions. Bounds: measured
+# NRMSE of y (x is exact: it is linear in the states) over the three starts below was at most
+# 0.034 for kernel, 0.11 for rbf (centres 20), 0 for delay (its span is invariant).
+NRMSE_BOUNDS = {"kernel": 0.05, "rbf": 0.15, "delay": 1e-8}
+
+
+@pytest.mark.parametrize("basis", sorted(NRMSE_BOUNDS))
 def test_other_bases_find_the_slow_rate_and_forecast(basis):
-    model = Koopman(KoopmanParams(basis=basis)).fit(trajectories(), seed=0)
+    model = Koopman(KoopmanParams(basis=basis)).fit(trajectories(40, 61), seed=0)
     lam = model.continuous_eigenvalues_
     assert np.min(np.abs(lam - MU)) / abs(MU) <= 0.02
-    truth = slow_manifold(np.array([1.0, 0.5]), 101)
-    history = Trial(np.arange(model.history_length) * DT, truth[: model.history_length])
-    forecast = model.simulate(history, 100 - model.history_length + 1)
-    reference = truth[model.history_length :]
-    nrmse = np.sqrt(np.mean((forecast - reference) ** 2, axis=0)) / reference.std(axis=0)
-    assert np.all(nrmse <= 0.05), nrmse
+    h = model.history_length
+    for x0 in ([1.0, 0.5], [-1.5, 1.0], [0.3, -1.8]):
+        truth = slow_manifold(np.array(x0), 101)
+        forecast = model.simulate(Trial(np.arange(h) * DT, truth[:h]), 101 - h)
+        reference = truth[h:]
+        nrmse = np.sqrt(np.mean((forecast - reference) ** 2, axis=0)) / reference.std(axis=0)
+        assert np.all(nrmse <= NRMSE_BOUNDS[basis]), (x0, nrmse)
+
+
+def test_nystrom_features_reproduce_the_kernel_on_the_landmarks():
+    z = np.random.default_rng(3).normal(size=(50, 2))
+    dictionary = NystromDictionary.from_states(z, n_landmarks=100, seed=0)
+    # fewer distinct states than landmarks: every state is one (exact kernel EDMD)
+    assert dictionary.landmarks.shape == (50, 2)
+    gram = gaussian_kernel(z, z, dictionary.width)
+    features = dictionary.lift(z)[:, 3:]  # after 1, z
+    # only Gram eigenvalues below the floor are dropped, so the error is below floor * max
+    error = np.linalg.norm(gram - features @ features.T, 2)
+    assert error <= NystromDictionary.RELATIVE_EIGENVALUE_FLOOR * np.linalg.norm(gram, 2) * 1.01
+    subsample = NystromDictionary.from_states(z, n_landmarks=10, seed=0)
+    assert subsample.landmarks.shape == (10, 2)
+    again = NystromDictionary.from_states(z, n_landmarks=10, seed=0)
+    np.testing.assert_array_equal(subsample.landmarks, again.landmarks)
 
 
 def test_delay_basis_is_the_slow_manifold_spectrum_too():
@@ -135,7 +166,21 @@ def test_rbf_centres_need_distinct_states():
         Koopman(KoopmanParams(basis="rbf")).fit(data, seed=0)
 
 
-@pytest.mark.parametrize("bad", [{"degree": 0}, {"centers": 0}, {"delays": 0}, {"rank": 0}])
+@pytest.mark.parametrize(
+    "bad", [{"degree": 0}, {"centers": 0}, {"delays": 0}, {"landmarks": 0}, {"rank": 0}]
+)
 def test_bad_params_are_refused(bad):
     with pytest.raises(ValueError, match=next(iter(bad))):
         KoopmanParams(**bad)
+
+
+@pytest.mark.parametrize("basis", ["poly", "rbf", "delay", "kernel"])
+def test_every_basis_round_trips_through_a_model_file(basis, tmp_path):
+    data = trajectories(4, 41)
+    model = Koopman(KoopmanParams(basis=basis, centers=8, landmarks=30)).fit(data, seed=0)
+    path = str(tmp_path / "model.dynid")
+    save_model(model, path, describe_fit(model, data, seed=0, device="cpu", fit_seconds=0.0))
+    restored = load_model(path).model
+    assert restored.params == model.params
+    history = data.trials[0]
+    np.testing.assert_array_equal(restored.simulate(history, 20), model.simulate(history, 20))

@@ -9,8 +9,9 @@ K on the lifted state and read the states out.
 
 When the dictionary spans a Koopman-invariant subspace (e.g. polynomials of degree 2 for
 x' = mu x, y' = lambda (y - x^2), linear in (x, y, x^2)), the eigenvalues of that subspace are
-recovered exactly from noise-free data. Kernel EDMD, learned singular functions (METHODS.md §4)
-and the autoencoder are not implemented yet.
+recovered exactly from noise-free data. Kernel EDMD (Williams, Rowley & Kevrekidis 2015) is
+EDMD on Nystrom coordinates of a Gaussian kernel. Learned singular functions (METHODS.md §4) and
+the autoencoder are not implemented yet.
 """
 
 from __future__ import annotations
@@ -30,11 +31,12 @@ from dynid.models.dmd import DMDParams, _exact_dmd
 from dynid.models.operator.dictionaries import (
     DelayDictionary,
     Dictionary,
+    NystromDictionary,
     PolynomialDictionary,
     RBFDictionary,
 )
 
-BasisName = Literal["poly", "rbf", "delay"]
+BasisName = Literal["poly", "rbf", "delay", "kernel"]
 
 
 @dataclass(frozen=True)
@@ -42,12 +44,18 @@ class KoopmanParams(Hyperparameters):
     basis: BasisName = param(
         "poly",
         "dictionary: poly (monomials up to degree; the default), rbf (Gaussians at k-means++ "
-        "centres, median-distance width) or delay (the last `delays` states); every one "
-        "contains 1 and the states. Kernel EDMD, learned and autoencoder bases come later",
+        "centres, median-distance width), delay (the last `delays` states) or kernel (kernel "
+        "EDMD, Gaussian kernel in Nystrom coordinates); every one contains 1 and the states. "
+        "Learned singular functions and the autoencoder come later",
     )
     degree: int = param(2, "poly: highest total degree of the monomials")
     centers: int = param(20, "rbf: number of Gaussian centres")
     delays: int = param(4, "delay: number of consecutive states in the lifted state")
+    landmarks: int = param(
+        300,
+        "kernel: Nystrom landmarks, a seeded subsample of the states; with at least as many "
+        "as distinct states, every state is one and this is exact kernel EDMD",
+    )
     rank: int | None = param(
         None,
         "SVD truncation rank of the lifted snapshots; none = Gavish-Donoho optimal hard "
@@ -55,7 +63,7 @@ class KoopmanParams(Hyperparameters):
     )
 
     def __post_init__(self) -> None:
-        for name in ("degree", "centers", "delays"):
+        for name in ("degree", "centers", "delays", "landmarks"):
             if getattr(self, name) < 1:
                 raise ValueError(f"{name} must be a positive integer, not {getattr(self, name)}")
         if self.rank is not None and self.rank < 1:
@@ -72,11 +80,12 @@ class Koopman(Backend):
     log(eigenvalues) / dt (per time unit, as ``dmd``'s); ``timescales`` (r,) = -1 / their real
     parts (time units; negative for growing modes); ``modes`` (d, r) complex Koopman modes of
     the states (C times the eigenvectors of K, unit norm); dictionary arrays: ``exponents``
-    (F, d) for poly, ``rbf_centers`` (c, d) and ``rbf_width`` (1,) for rbf.
+    (F, d) for poly, ``rbf_centers`` (c, d) and ``rbf_width`` (1,) for rbf, ``kernel_landmarks``
+    (m, d), ``kernel_width`` (1,) and ``kernel_projection`` (m, p) for kernel.
     """
 
     name = "koopman"
-    summary = "Koopman operator by EDMD on a poly / rbf / delay dictionary: eigenvalues, modes"
+    summary = "Koopman operator by (kernel) EDMD on a dictionary of observables: eigenvalues, modes"
     Params = KoopmanParams
     capabilities = Capabilities(uniform_steps=True)
 
@@ -93,6 +102,10 @@ class Koopman(Backend):
         elif params.basis == "rbf":
             self.dictionary_ = RBFDictionary.from_states(
                 self._standardise(stacked), params.centers, seed
+            )
+        elif params.basis == "kernel":
+            self.dictionary_ = NystromDictionary.from_states(
+                self._standardise(stacked), params.landmarks, seed
             )
         else:
             self.dictionary_ = DelayDictionary(params.delays)
@@ -179,6 +192,10 @@ class Koopman(Backend):
         elif isinstance(self.dictionary_, RBFDictionary):
             arrays["rbf_centers"] = self.dictionary_.centers
             arrays["rbf_width"] = np.array([self.dictionary_.width])
+        elif isinstance(self.dictionary_, NystromDictionary):
+            arrays["kernel_landmarks"] = self.dictionary_.landmarks
+            arrays["kernel_width"] = np.array([self.dictionary_.width])
+            arrays["kernel_projection"] = self.dictionary_.projection
         return arrays
 
     def _load_arrays(self, arrays: dict[str, np.ndarray]) -> None:
@@ -193,6 +210,13 @@ class Koopman(Backend):
             centers = expect_array(arrays, "rbf_centers", (params.centers, d)).astype(float)
             width = float(expect_array(arrays, "rbf_width", (1,))[0])
             self.dictionary_ = RBFDictionary(centers, width)
+        elif params.basis == "kernel":
+            landmarks = expect_array(arrays, "kernel_landmarks", (None, d)).astype(float)
+            width = float(expect_array(arrays, "kernel_width", (1,))[0])
+            projection = expect_array(
+                arrays, "kernel_projection", (landmarks.shape[0], None)
+            ).astype(float)
+            self.dictionary_ = NystromDictionary(landmarks, width, projection)
         else:
             self.dictionary_ = DelayDictionary(params.delays)
         self.operator_ = expect_array(arrays, "operator", (None, None)).astype(float)
