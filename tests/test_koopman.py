@@ -74,6 +74,18 @@ def test_default_basis_recovers_mu_two_mu_and_lambda():
     np.testing.assert_allclose(np.log(discrete) / DT, lam)
 
 
+def test_default_basis_within_two_percent_with_small_noise():
+    # Noise in the regressors biases least squares towards zero (errors in variables). Over
+    # 10 noise seeds the worst of the three errors was <= 0.2 % at 0.1 % noise, but 0.4-2.9 %
+    # at 1 % noise (lambda, the fast rate, seen in few transient samples): this holds at 0.1 %.
+    rng = np.random.default_rng(1)
+    clean = trajectories().trials
+    noisy = [t.x + 0.001 * t.x.std(axis=0) * rng.normal(size=t.x.shape) for t in clean]
+    model = Koopman().fit(Dataset.from_arrays(noisy, dt=DT))
+    errors = matched_relative_errors(model.continuous_eigenvalues_, TARGETS)
+    assert np.all(errors <= 0.02), errors
+
+
 def test_dmd_on_the_raw_states_cannot():
     model = DMD().fit(trajectories())
     lam = model.continuous_eigenvalues_
