@@ -7,7 +7,8 @@ Pairs: dynid poly (degree 2) vs PyDMD EDMD with the polynomial kernel (x.y + 1)^
 feature space is the same monomials; dynid kernel (Nystrom) vs PyDMD EDMD with the Gaussian
 (rbf) kernel of the same width. PyDMD gets the states standardised as dynid's dictionaries see
 them (an affine change, so the same spectrum), which makes the two Gaussian kernels identical.
-PyDMD forms the N x N Gram matrix of all snapshot pairs; its full rank (svd_rank=-1) takes minutes at N = 1200 on 2 cores, so it gets the rank dynid chose.
+PyDMD forms the N x N Gram matrix of all snapshot pairs; its full rank (svd_rank=-1) takes
+minutes at N = 1200 on 2 cores, so it gets the rank dynid chose.
 
     python benchmarks/koopman_vs_pydmd.py [--trials 6] [--repeats 3] [-o results/koopman.json]
 """
