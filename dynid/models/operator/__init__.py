@@ -1,0 +1,1 @@
+"""Operator-theoretic models: the Koopman operator on a dictionary of observables."""
