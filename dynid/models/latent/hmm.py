@@ -38,7 +38,6 @@ from dynid.errors import DataError, UsageError
 from dynid.models.base import (
     Backend,
     Capabilities,
-    Hyperparameters,
     LatentStates,
     PredictiveInterval,
     expect_array,
@@ -47,6 +46,7 @@ from dynid.models.base import (
 from dynid.models.latent import markov
 from dynid.models.latent.emissions import Autoregressive, Gaussian, covariance_floor
 from dynid.models.latent.markov import EMResult, HiddenMarkov
+from dynid.models.latent.params import SizedEMParams
 
 # EM iterations every start runs before only the best one continues.
 SCREENING_ITERATIONS = 25
@@ -57,7 +57,9 @@ BISECTION_STEPS = 60
 
 
 @dataclass(frozen=True)
-class MarkovParams(Hyperparameters):
+class MarkovParams(SizedEMParams):
+    size_field = "states"
+
     states: str = param(
         "auto",
         "number of hidden states, or auto: the K in 1..max_states with the lowest BIC",
@@ -70,16 +72,9 @@ class MarkovParams(Hyperparameters):
     )
 
     def __post_init__(self) -> None:
-        if self.states != "auto" and not (self.states.isdigit() and int(self.states) >= 1):
-            raise ValueError(f"states must be a positive integer or auto, not {self.states!r}")
-        if self.max_states < 1:
-            raise ValueError(f"max_states must be at least 1, not {self.max_states}")
+        super().__post_init__()
         if self.restarts < 0:
             raise ValueError(f"restarts must be non-negative, not {self.restarts}")
-        if self.max_iter < 1:
-            raise ValueError(f"max_iter must be at least 1, not {self.max_iter}")
-        if not self.tol >= 0:
-            raise ValueError(f"tol must be non-negative, not {self.tol}")
 
 
 class _HiddenMarkovBackend(Backend):

@@ -14,7 +14,6 @@ forecasts and intervals do not depend on it.
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -26,7 +25,6 @@ from dynid.errors import DataError, UsageError
 from dynid.models.base import (
     Backend,
     Capabilities,
-    Hyperparameters,
     LatentStates,
     PredictiveInterval,
     expect_array,
@@ -37,13 +35,16 @@ from dynid.linear.dynamics import sort_by_modulus
 from dynid.linear.kalman import StateSpace
 from dynid.linear.subspace import subspace_start
 from dynid.models.latent.em import EMResult, fit_em
+from dynid.models.latent.params import SizedEMParams
 
 # Fraction of each trial held out when choosing the latent dimension (latent=auto).
 HELD_OUT = 0.2
 
 
 @dataclass(frozen=True)
-class LDSParams(Hyperparameters):
+class LDSParams(SizedEMParams):
+    size_field = "latent"
+
     latent: str = param(
         "auto",
         "number of latent states, or auto: the n in 1..max_latent with the best held-out "
@@ -54,25 +55,6 @@ class LDSParams(Hyperparameters):
     tol: float = param(
         1e-6, "EM stops when an iteration gains less log-likelihood than this per observed value"
     )
-
-    @classmethod
-    def from_values(cls, values: Mapping[str, object], *, option: str = "") -> Hyperparameters:
-        """As the base class's, and ``latent`` may also be given as an int (``{"latent": 4}``)."""
-        given = {
-            key: str(value) if key == "latent" and isinstance(value, int) and not isinstance(value, bool) else value
-            for key, value in values.items()
-        }
-        return super().from_values(given, option=option)
-
-    def __post_init__(self) -> None:
-        if self.latent != "auto" and not (self.latent.isdigit() and int(self.latent) >= 1):
-            raise ValueError(f"latent must be a positive integer or auto, not {self.latent!r}")
-        if self.max_latent < 1:
-            raise ValueError(f"max_latent must be at least 1, not {self.max_latent}")
-        if self.max_iter < 1:
-            raise ValueError(f"max_iter must be at least 1, not {self.max_iter}")
-        if not self.tol >= 0:
-            raise ValueError(f"tol must be non-negative, not {self.tol}")
 
 
 class LDS(Backend):
