@@ -11,23 +11,13 @@ states of the trials. Each iteration therefore does not decrease the log-likelih
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 
 import numpy as np
 
 from dynid.errors import ComputationError
 from dynid.linear.kalman import StateSpace, Smoothed, kalman_filter, rts_smoother
 from dynid.linear.subspace import VARIANCE_FLOOR
-
-
-@dataclass(frozen=True)
-class EMResult:
-    """The fitted parameters and the log-likelihood before each M-step (history[-1] is that of
-    ``model`` itself); converged: the relative change fell below the tolerance."""
-
-    model: StateSpace
-    history: list[float]
-    converged: bool
+from dynid.models.latent.iterations import EMResult, iterate_em
 
 
 def log_likelihood(model: StateSpace, trials: list[np.ndarray]) -> float:
@@ -95,18 +85,15 @@ def maximise(model: StateSpace, trials: list[np.ndarray], smoothed: list[Smoothe
     )
 
 
-def fit_em(start: StateSpace, trials: list[np.ndarray], *, max_iter: int, tol: float) -> EMResult:
+def fit_em(start: StateSpace, trials: list[np.ndarray], *, max_iter: int, tol: float) -> EMResult[StateSpace]:
     """EM from ``start`` until the log-likelihood gains less than ``tol`` per observed value
     in one iteration, or ``max_iter`` iterations."""
-    n_values = sum(int(np.sum(~np.isnan(y))) for y in trials)
-    model, history = start, []
-    for _ in range(max_iter):
-        smoothed, total = expectations(model, trials)
-        if not np.isfinite(total):
-            raise ComputationError("EM diverged: the log-likelihood is not finite")
-        history.append(total)
-        if len(history) > 1 and history[-1] - history[-2] < tol * n_values:
-            return EMResult(model, history, True)
-        model = maximise(model, trials, smoothed)
-    history.append(log_likelihood(model, trials))
-    return EMResult(model, history, False)
+    return iterate_em(
+        start,
+        lambda model: expectations(model, trials),
+        lambda model, smoothed: maximise(model, trials, smoothed),
+        lambda model: log_likelihood(model, trials),
+        n_values=sum(int(np.sum(~np.isnan(y))) for y in trials),
+        max_iter=max_iter,
+        tol=tol,
+    )

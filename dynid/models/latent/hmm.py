@@ -45,7 +45,8 @@ from dynid.models.base import (
 )
 from dynid.models.latent import markov
 from dynid.models.latent.emissions import Autoregressive, Gaussian, covariance_floor
-from dynid.models.latent.markov import EMResult, HiddenMarkov
+from dynid.models.latent.markov import HiddenMarkov
+from dynid.models.latent.iterations import EMResult
 from dynid.models.latent.params import SizedEMParams
 
 # EM iterations every start runs before only the best one continues.

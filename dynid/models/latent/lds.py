@@ -34,7 +34,8 @@ from dynid.linear import kalman
 from dynid.linear.dynamics import sort_by_modulus
 from dynid.linear.kalman import StateSpace
 from dynid.linear.subspace import subspace_start
-from dynid.models.latent.em import EMResult, fit_em
+from dynid.models.latent.em import fit_em
+from dynid.models.latent.iterations import EMResult
 from dynid.models.latent.params import SizedEMParams
 
 # Fraction of each trial held out when choosing the latent dimension (latent=auto).

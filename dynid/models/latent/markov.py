@@ -20,6 +20,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from dynid.errors import ComputationError
+from dynid.models.latent.iterations import EMResult, iterate_em
 
 
 def contiguous(instance: object) -> None:
@@ -154,29 +155,20 @@ def maximise(model: HiddenMarkov, trials: list[np.ndarray], posteriors: list[Pos
     return HiddenMarkov(initial / initial.sum(), transition, emission)
 
 
-@dataclass(frozen=True)
-class EMResult:
-    """The fitted model and the log-likelihood before each M-step (history[-1] is that of
-    ``model``); converged: the gain fell below the tolerance."""
-
-    model: HiddenMarkov
-    history: list[float]
-    converged: bool
-
-
-def fit_em(start: HiddenMarkov, trials: list[np.ndarray], *, max_iter: int, tol: float) -> EMResult:
+def fit_em(start: HiddenMarkov, trials: list[np.ndarray], *, max_iter: int, tol: float) -> EMResult[HiddenMarkov]:
     """Baum-Welch from ``start`` until an iteration gains less than ``tol`` log-likelihood per
     observed value, or ``max_iter`` iterations."""
-    n_values = sum(x.size for x in trials)
-    model, history = start, []
-    for _ in range(max_iter):
+
+    def expect(model: HiddenMarkov) -> tuple[list[Posterior], float]:
         posteriors = [forward_backward(model, model.emission.log_density(x)) for x in trials]
-        total = float(sum(p.loglik for p in posteriors))
-        if not np.isfinite(total):
-            raise ComputationError("EM diverged: the log-likelihood is not finite")
-        history.append(total)
-        if len(history) > 1 and history[-1] - history[-2] < tol * n_values:
-            return EMResult(model, history, True)
-        model = maximise(model, trials, posteriors)
-    history.append(log_likelihood(model, trials))
-    return EMResult(model, history, False)
+        return posteriors, float(sum(p.loglik for p in posteriors))
+
+    return iterate_em(
+        start,
+        expect,
+        lambda model, posteriors: maximise(model, trials, posteriors),
+        lambda model: log_likelihood(model, trials),
+        n_values=sum(x.size for x in trials),
+        max_iter=max_iter,
+        tol=tol,
+    )
