@@ -11,7 +11,6 @@ states of the trials. Each iteration therefore does not decrease the log-likelih
 
 from __future__ import annotations
 
-
 import numpy as np
 
 from dynid.errors import ComputationError
