@@ -176,7 +176,7 @@ def fast_backends(monkeypatch):
     monkeypatch.setattr(registry, "names", lambda: ["dmd", "var", "sindy"])
 
 
-def lorenz_dataset(n=2000, **irregular):
+def lorenz_dataset(n=2000):
     from dynid.systems import simulate
 
     run = simulate("lorenz", n=n)

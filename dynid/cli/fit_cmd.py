@@ -1,15 +1,16 @@
 """``dynid fit DATA... --model NAME [-p KEY=VALUE ...] [-o MODEL.dynid]``."""
 
-from pathlib import Path
 from typing import Annotated, Optional
 
 import typer
 
-from dynid.cli.each import EachSpec
-from dynid.cli.options import DataOptions, OutputPath, ParamsOption, RunOptions, TrainingFlags
 from dynid.cli import completion
-from dynid.cli.options import with_options
+from dynid.cli.each import EachSpec
+from dynid.cli.options import DataOptions, OutputPath, ParamsOption, RunOptions, TrainingFlags, with_options
 from dynid.cli.output import Output
+
+# The model file written without -o, per input: "lorenz.csv" -> "lorenz.sindy.dynid".
+DEFAULT_OUTPUT = "{stem}.{model}.dynid"
 
 
 def register(app: typer.Typer) -> None:
@@ -17,7 +18,7 @@ def register(app: typer.Typer) -> None:
 
 
 @with_options("data", "run", "training", "batch",
-              each=EachSpec("fit", data="data_files", default_output="{stem}.{model}.dynid", model="model"))
+              each=EachSpec("fit", data="data_files", default_output=DEFAULT_OUTPUT, model="model"))
 def fit(
     data_files: Annotated[list[str], typer.Argument(metavar="DATA", help="Data files (CSV, TSV, HDF5) or '-' for stdin.")],
     model: Annotated[str, typer.Option("--model", "-m", help="Backend name ('dynid models' lists them), or auto: fit every applicable backend, keep the best on held-out data.", autocompletion=completion.models)],
@@ -105,5 +106,8 @@ def _ranking_text(ranking: list[dict]) -> str:
 
 
 def _default_path(first: str, model: str) -> str:
-    stem = "stdin" if first == "-" else Path(first.split(":")[0]).name.split(".")[0]
-    return f"{stem}.{model}.dynid"
+    """The model file's name without -o: the same pattern --each uses per input."""
+    from dynid.runner import output_path, pattern_fields
+
+    fields = {"stem": "stdin", "name": "stdin", "model": model} if first == "-" else pattern_fields(first, model=model)
+    return output_path(DEFAULT_OUTPUT, fields)
