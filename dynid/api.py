@@ -35,6 +35,13 @@ Params = Hyperparameters | Mapping[str, object] | Sequence[str] | None
 CLUSTER_METHODS = ("granger",)
 
 
+# The shortest free run D_stsp and D_H are computed on, and the orbit length (in samples) and
+# transient of --estimate-lyapunov: long enough for stable statistics of a 3-D chaotic flow.
+FREE_RUN_MIN = 10_000
+LYAPUNOV_STEPS = 20_000
+LYAPUNOV_TRANSIENT = 2_000
+LYAPUNOV_MIN_STEPS = 100
+
 # Relative difference of two sampling steps still taken as equal: timestamps written with
 # 6-7 significant digits differ by ~1e-6; a real mismatch (0.01 vs 0.011) is far larger.
 STEP_RTOL = 1e-4
@@ -148,13 +155,22 @@ def score(
     starts: int = 20,
     vpt_threshold: float = 0.4,
     lyapunov: float | None = None,
+    free_run: int | None = None,
+    estimate_lyapunov: bool = False,
+    lyapunov_steps: int = LYAPUNOV_STEPS,
 ) -> dict[str, Any]:
-    """Multi-step rollouts from ``starts`` start points spread evenly over ``data``.
+    """Multi-step rollouts from ``starts`` start points spread evenly over ``data``, and the
+    geometry of one long free run.
 
-    Returns the ``dynid score --json`` document (kind ``score``): rmse and nrmse over all rollouts and steps (nrmse divides each
-    variable by its standard deviation in ``data``), per-variable values, RMSE per horizon step,
-    and the mean valid prediction time (time units; in Lyapunov times too with ``lyapunov``, the
-    largest Lyapunov exponent in 1/time units).
+    Returns the ``dynid score --json`` document (kind ``score``): rmse and nrmse over all
+    rollouts and steps (nrmse divides each variable by its standard deviation in ``data``),
+    per-variable values, RMSE per horizon step, and the mean valid prediction time (time units;
+    in Lyapunov times too with ``lyapunov``, the largest Lyapunov exponent in 1/time units, or
+    with the model's own estimate). free_run: the length in samples of the free run from the
+    start of ``data`` whose ``d_stsp`` and ``d_h`` (``dynid.metrics.dsr``) against ``data``
+    are reported; None = max(samples in ``data``, FREE_RUN_MIN), 0 = none. estimate_lyapunov:
+    the model's Lyapunov spectrum by the QR method over ``lyapunov_steps`` samples of its own
+    orbit (``lyapunov_scores``).
     """
     if horizon < 1 or starts < 1:
         raise UsageError("--horizon and --starts must be at least 1")
@@ -210,9 +226,93 @@ def score(
         "vpt_threshold": vpt_threshold,
         "dt": model.dt_,
     }
+    if free_run != 0:
+        result.update(free_run_scores(model, data, free_run))
+    if estimate_lyapunov:
+        result.update(lyapunov_scores(model, data, lyapunov_steps))
+        estimated = result["lyapunov_exponents"]
+        if lyapunov is None and estimated and estimated[0] > 0:
+            lyapunov = estimated[0]
     if lyapunov is not None:
         result["valid_prediction_time_lyapunov"] = float(np.mean(vpt)) * lyapunov
     return result
+
+
+def free_run_scores(model: Backend, data: Dataset, steps: int | None = None) -> dict[str, Any]:
+    """``d_stsp`` and ``d_h`` of a free run of ``steps`` samples (None: max(samples in
+    ``data``, FREE_RUN_MIN)) started from the first ``history_length`` samples of ``data``'s
+    first trial: D_stsp against every sample of ``data``, D_H against its longest trial. Both
+    null, with ``free_run_diverged_step``, when the run leaves the finite numbers."""
+    from dynid.metrics.dsr import power_spectrum_distance, state_space_divergence
+
+    observed = data.stacked()[0]
+    steps = max(len(observed), FREE_RUN_MIN) if steps is None else steps
+    if steps < 2:
+        raise UsageError(f"--free-run {steps}: needs at least 2 steps (0 = none)")
+    first = data.trials[0]
+    if first.n_samples < model.history_length:
+        raise DataError(f"{data.source}: the first trial is shorter than the "
+                        f"{model.history_length} samples the model starts from")
+    future = _held_inputs(model, first, steps)
+    run, diverged_at = rollout(model, first.slice(0, model.history_length), steps, future)
+    longest = max(data.trials, key=lambda trial: trial.n_samples).x
+    finite = diverged_at is None
+    return {
+        "d_stsp": _finite_or_none(state_space_divergence(observed, run)) if finite else None,
+        "d_h": power_spectrum_distance(longest, run) if finite else None,
+        "free_run_steps": steps,
+        "free_run_diverged_step": diverged_at,
+    }
+
+
+def _held_inputs(model: Backend, trial: Trial, steps: int) -> np.ndarray | None:
+    """Inputs for a free run past ``trial``'s first samples: its own inputs, the last row held
+    beyond its end."""
+    if trial.u is None or not model.inputs_:
+        return None
+    start = model.history_length
+    rows = np.minimum(np.arange(start, start + steps), trial.n_samples - 1)
+    return trial.u[rows]
+
+
+def lyapunov_scores(model: Backend, data: Dataset, steps: int = LYAPUNOV_STEPS) -> dict[str, Any]:
+    """The model's Lyapunov exponents (1/time units, largest first) by the QR method along its
+    own orbit from the start of ``data``, as score fields: ``lyapunov_exponents`` (as many as
+    variables, at most its state dimension), ``lyapunov_standard_error``,
+    ``kaplan_yorke_dimension``, ``lyapunov_orbit_time``, ``lyapunov_state_dimension``.
+    Derivatives are the backend's analytic Jacobians where it has them, else finite differences
+    (``Backend.step_map``). Null exponents, with ``lyapunov_error``, when the orbit diverges."""
+    from dynid.metrics.lyapunov import BLOCKS, lyapunov_spectrum
+
+    if steps < LYAPUNOV_MIN_STEPS:
+        raise UsageError(f"--lyapunov-steps {steps}: needs at least {LYAPUNOV_MIN_STEPS}")
+    first = data.trials[0]
+    if first.n_samples < model.history_length:
+        raise DataError(f"{data.source}: the first trial is shorter than the "
+                        f"{model.history_length} samples the model starts from")
+    mapping = model.step_map(first.slice(0, model.history_length))
+    dimension = mapping.state.size
+    fields: dict[str, Any] = {"lyapunov_state_dimension": dimension,
+                              "lyapunov_orbit_time": steps * model.dt_}
+    try:
+        with np.errstate(all="ignore"):
+            spectrum = lyapunov_spectrum(
+                mapping.step, mapping.state, mapping.stride * model.dt_,
+                max(steps // mapping.stride, BLOCKS), jacobian=mapping.jacobian,
+                count=min(dimension, model.n_variables),
+                transient=LYAPUNOV_TRANSIENT // mapping.stride,
+            )
+    except Diverged as exc:
+        return {**fields, "lyapunov_exponents": None, "lyapunov_standard_error": None,
+                "kaplan_yorke_dimension": None, "lyapunov_error": str(exc)}
+    finite = bool(np.all(np.isfinite(spectrum.exponents)))
+    return {
+        **fields,
+        "lyapunov_exponents": spectrum.exponents.tolist() if finite else None,
+        "lyapunov_standard_error": spectrum.standard_error.tolist() if finite else None,
+        "kaplan_yorke_dimension": spectrum.kaplan_yorke_dimension if finite else None,
+        **({} if finite else {"lyapunov_error": "the orbit left the finite numbers"}),
+    }
 
 
 def model_info(model_file: ModelFile) -> dict[str, Any]:

@@ -9,6 +9,7 @@ from a history window), ``arrays`` (all learned state as named numpy arrays) and
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
@@ -24,6 +25,7 @@ __all__ = [
     "Hyperparameters",
     "LatentStates",
     "PredictiveInterval",
+    "StepMap",
     "expect_array",
     "param",
 ]
@@ -70,6 +72,27 @@ class PredictiveInterval:
     lower: np.ndarray
     upper: np.ndarray
     level: float
+
+
+@dataclass(frozen=True)
+class StepMap:
+    """A fitted model's map of its own state over ``stride`` samples of ``dt_``: what its
+    Lyapunov exponents are exponents of (``dynid score --estimate-lyapunov``).
+
+    state (D,): the state after the history the map was built from; step: states (n, D) ->
+    (n, D) ``stride`` samples later; jacobian: states (n, D) -> (n, D, D) the derivative of
+    ``step``, or None (finite differences are taken instead).
+    """
+
+    state: np.ndarray
+    step: Callable[[np.ndarray], np.ndarray]
+    jacobian: Callable[[np.ndarray], np.ndarray] | None = None
+    stride: int = 1
+
+
+# Samples per call of the default step map: each call runs ``simulate`` once per state, so the
+# solver's start-up cost is shared by this many samples.
+WINDOW_STRIDE = 10
 
 
 class Backend(ABC):
@@ -209,6 +232,35 @@ class Backend(ABC):
     def eigenvalues(self) -> np.ndarray | None:
         """Discrete-time eigenvalues of the linear(ised) dynamics, if the model has them."""
         return None
+
+    def step_map(self, history: Trial) -> StepMap:
+        """The model's state map, started after ``history`` (for Lyapunov exponents).
+
+        This default takes the state to be the last ``history_length`` samples, flattened
+        (D = history_length * d), and advances it ``WINDOW_STRIDE`` samples per step with
+        ``simulate``, one state at a time; derivatives by finite differences. That is the
+        state of models that forecast from a window of samples (equations, lagged regressions,
+        delay embeddings); backends with a hidden state (reservoirs, recurrent networks)
+        override it, with analytic Jacobians where they have them. UsageError for models
+        with inputs (their exponents depend on the inputs).
+        """
+        self._check_fitted()
+        if self.inputs_:
+            raise UsageError(f"the {self.name} model takes inputs; Lyapunov exponents are "
+                             "defined for autonomous models only")
+        window, d = self.history_length, self.n_variables
+        times = self.dt_ * np.arange(window)
+
+        def step(states: np.ndarray) -> np.ndarray:
+            out = np.empty_like(states)
+            for i, flat in enumerate(states):
+                x = flat.reshape(window, d)
+                ahead = self.simulate(Trial(times, x), WINDOW_STRIDE)
+                out[i] = np.concatenate([x, ahead])[-window:].reshape(-1)
+            return out
+
+        start = np.asarray(history.x[-window:], dtype=float).reshape(-1)
+        return StepMap(state=start, step=step, stride=WINDOW_STRIDE)
 
     # -- optional, for models with hidden states or a predictive distribution ----------------
     def states(self, data: Dataset) -> LatentStates:
