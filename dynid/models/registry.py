@@ -20,6 +20,7 @@ _BACKENDS: dict[str, str] = {
     "hmm": "dynid.models.latent.hmm:HMM",
     "arhmm": "dynid.models.latent.hmm:ARHMM",
     "koopman": "dynid.models.operator.koopman:Koopman",
+    "edm": "dynid.models.edm:EDM",
 }
 
 
