@@ -23,8 +23,9 @@ or the kernel (S-map); nothing else filters it.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -33,7 +34,13 @@ from dynid.errors import DataError
 from dynid.models.base import Backend, Capabilities, Hyperparameters, expect_array, param
 from dynid.models.reservoir.readout import Standardiser
 
+if TYPE_CHECKING:
+    from scipy.spatial import cKDTree
+
 __all__ = ["EDM", "EDMParams"]
+
+# (library states (N, D), their increments (N, d), queries (q, D)) -> predicted increments (q, d)
+Predictor = Callable[[np.ndarray, np.ndarray, np.ndarray], np.ndarray]
 
 FOLDS = 5
 TAUS = (1, 2, 4, 8, 16)
@@ -75,10 +82,12 @@ def embed(z: np.ndarray, rows: np.ndarray, E: int, tau: int) -> np.ndarray:
 
 
 def simplex_increments(
-    library: np.ndarray, increments: np.ndarray, queries: np.ndarray, tree: Any = None
+    library: np.ndarray, increments: np.ndarray, queries: np.ndarray,
+    tree: cKDTree | None = None,
 ) -> np.ndarray:
     """Predicted increments (q, d) at queries (q, D): the exp(-distance / nearest)-weighted
-    mean of the increments (N, d) of the D + 1 nearest library states (N, D)."""
+    mean of the increments (N, d) of the D + 1 nearest library states (N, D); ``tree``, the
+    library's cKDTree when the caller keeps one."""
     from scipy.spatial import cKDTree
 
     tree = cKDTree(library) if tree is None else tree
@@ -143,7 +152,9 @@ def _library(trials_z: list[np.ndarray], E: int, tau: int) -> _Library | None:
     return _Library(np.vstack([s for s, _ in parts]), np.vstack([i for _, i in parts]))
 
 
-def _leave_out(library: _Library, predict: Any) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def _leave_out(
+    library: _Library, predict: Predictor
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Predicted and observed increments (n, d) and the current states' lag-0 part (n, d) of
     up to QUERIES_PER_FOLD rows spread over each of FOLDS contiguous blocks, each block
     predicted by ``predict(states, increments, queries)`` from the other blocks."""
@@ -193,27 +204,28 @@ class EDM(Backend):
         if not candidates:
             raise DataError(f"the edm model needs trials longer than 4 (E - 1) tau samples; "
                             f"the longest has {longest}")
-        simplex_skill: dict[str, float] = {}
+        by_embedding: dict[tuple[int, int], float] = {}
         for E, tau in candidates:
             library = _library(trials_z, E, tau)
             if library is None or len(library.states) < 2 * FOLDS * (E * len(data.variables) + 2):
                 continue
-            simplex_skill[f"{E},{tau}"] = skill(*_leave_out(library, simplex_increments)[:2])
-        if not simplex_skill:
+            by_embedding[E, tau] = skill(*_leave_out(library, simplex_increments)[:2])
+        if not by_embedding:
             raise DataError("the edm model needs more samples than its embedding has coordinates")
-        # The best skill; among equals (to 1e-3) the smallest embedding window, then fewest lags.
-        best = max(simplex_skill.values())
-        chosen = min((key for key, value in simplex_skill.items() if value >= best - 1e-3),
-                     key=lambda key: ((int(key.split(",")[0]) - 1) * int(key.split(",")[1]),
-                                      int(key.split(",")[0])))
-        self.E_, self.tau_ = (int(part) for part in chosen.split(","))
+        # The best skill; among equals (to 1e-3) the shortest embedding window, then fewest lags.
+        best = max(by_embedding.values())
+        self.E_, self.tau_ = min(
+            (key for key, value in by_embedding.items() if value >= best - 1e-3),
+            key=lambda key: ((key[0] - 1) * key[1], key[0]),
+        )
+        simplex_skill = {f"{E},{tau}": value for (E, tau), value in by_embedding.items()}
         library = _library(trials_z, self.E_, self.tau_)
         assert library is not None
         theta_skill: dict[str, float] = {}
         theta = self.params.theta
         if self.params.method == "smap" and theta is None:
             for candidate in THETAS:
-                predict = lambda s, i, q, c=candidate: smap_increments(s, i, q, c)  # noqa: E731
+                predict = _smap(candidate)
                 theta_skill[f"{candidate:g}"] = skill(*_leave_out(library, predict)[:2])
             top = max(theta_skill.values())
             theta = min(c for c in THETAS if theta_skill[f"{c:g}"] >= top - 1e-4)
@@ -233,10 +245,8 @@ class EDM(Backend):
             "leave_out_increment_rho": skill(predicted, observed),
         }
 
-    def _predictor(self) -> Any:
-        if self.params.method == "simplex":
-            return simplex_increments
-        return lambda s, i, q: smap_increments(s, i, q, self.theta_)
+    def _predictor(self) -> Predictor:
+        return simplex_increments if self.params.method == "simplex" else _smap(self.theta_)
 
     def _simulate(
         self, history: Trial, steps: int, future_inputs: np.ndarray | None
@@ -271,3 +281,8 @@ class EDM(Backend):
         self.scale_ = expect_array(arrays, "scale", (d,)).astype(float)
         self.states_ = expect_array(arrays, "states", (None, self.E_ * d)).astype(float)
         self.increments_ = expect_array(arrays, "increments", (len(self.states_), d)).astype(float)
+
+
+def _smap(theta: float) -> Predictor:
+    """The S-map predictor at locality ``theta``."""
+    return lambda states, increments, queries: smap_increments(states, increments, queries, theta)
