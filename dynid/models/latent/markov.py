@@ -7,7 +7,18 @@ from the posterior state probabilities (``Emission``).
 
 Forward-backward is the scaled recursion (Rabiner 1989) with each step's log densities shifted
 by their maximum before exponentiating, so nothing underflows however small the densities; the
-log-likelihood is the sum of the log scale factors plus the shifts. Viterbi works in log space.
+log-likelihood is the log of the last forward vector's sum plus the shifts. Both passes are
+chains u_t = u_{t-1} M_t of non-negative K x K matrices (forward M_t = T diag(b_t), backward its
+transpose, reversed), and a loop over the samples costs several numpy calls per sample. A chain
+is the forward substitution of the block-bidiagonal linear system u_t - u_{t-1} M_t = 0, so
+``propagate`` hands it to LAPACK's triangular banded solver (tbtrs, compiled): one call per
+WINDOW samples instead of a Python step per sample. Scaling replaces the per-step normalisation:
+each M_t is divided by its largest row sum rho_t, which bounds sum(u_t) / sum(u_{t-1}), so the
+scaled vectors never grow and only shrink where the data are surprising; when a vector's sum
+falls below SAFE_SUM the chain restarts from that vector normalised (log rho_t and the restart
+sums are kept in log space). The substitution only adds non-negative products, so it loses no
+precision to cancellation; a vector's entries keep full relative precision down to 1e-308 /
+SAFE_SUM = 1e-208 of its sum (a loop normalising every step: 1e-308). Viterbi works in log space.
 Each EM iteration (E-step: forward-backward; M-step: pi, T and the emissions in closed form)
 does not decrease the log-likelihood.
 """
@@ -18,6 +29,7 @@ from abc import ABC, abstractmethod
 from dataclasses import dataclass
 
 import numpy as np
+from scipy.linalg import lapack
 
 from dynid.errors import ComputationError
 from dynid.models.latent.iterations import EMResult, iterate_em
@@ -85,34 +97,102 @@ class Posterior:
     loglik: float
 
 
+# Samples per banded solve of ``propagate``: a restart wastes the rest of its window, so windows
+# are kept moderate; 512 samples are a fraction of a millisecond of LAPACK time.
+WINDOW = 512
+# The smallest sum of a scaled forward vector before the chain restarts (see the module docstring).
+SAFE_SUM = 1e-100
+
+
 def forward_backward(model: HiddenMarkov, log_b: np.ndarray) -> Posterior:
-    """Scaled forward-backward for log densities log_b (steps, K)."""
-    steps, k = log_b.shape
-    shift = log_b.max(axis=1, keepdims=True)
-    b = np.exp(log_b - shift)
-    alpha = np.empty((steps, k))
-    scale = np.empty(steps)
+    """Scaled forward-backward for log densities log_b (steps, K).
+
+    Backward runs on w_t = b_t * beta_t (w_t = (w_{t+1} T^T) * b_t, the forward chain's form),
+    from which beta_t = T w_{t+1} and the expected transitions follow."""
     a = model.transition
-    current = model.initial * b[0]
-    for t in range(steps):
-        if t:
-            current = (current @ a) * b[t]
-        scale[t] = current.sum()
-        if not scale[t] > 0:
-            raise ComputationError("the hidden Markov model gives a sample zero probability")
-        current = current / scale[t]
-        alpha[t] = current
-    beta = np.empty((steps, k))
-    beta[-1] = 1.0
-    weighted = b * 0.0
-    for t in range(steps - 1, 0, -1):
-        weighted[t] = b[t] * beta[t] / scale[t]
-        beta[t - 1] = a @ weighted[t]
-    probabilities = alpha * beta
-    probabilities /= probabilities.sum(axis=1, keepdims=True)
-    transitions = a * (alpha[:-1].T @ weighted[1:])
-    loglik = float(np.log(scale).sum() + shift.sum())
-    return Posterior(probabilities, transitions, alpha[-1], loglik)
+    shift = row_max(log_b)
+    if not np.all(np.isfinite(shift)):
+        raise ComputationError("the hidden Markov model gives a sample zero probability")
+    b = np.exp(log_b - shift[:, None])
+    alpha, log_total = propagate(model.initial * b[0], a, b[1:])
+    w = propagate(b[-1], a.T, b[-2::-1])[0][::-1]
+    # alpha_t(i) beta_t(i) for t < T-1; its row sums are those of alpha_t(i) T[i, j] w_{t+1}(j).
+    joint = alpha[:-1] * (w[1:] @ a.T)
+    norms = row_sums(joint)
+    probabilities = np.vstack([joint / norms[:, None], alpha[-1:]])
+    transitions = a * ((alpha[:-1] / norms[:, None]).T @ w[1:])
+    return Posterior(probabilities, transitions, alpha[-1], float(log_total + shift.sum()))
+
+
+def propagate(start: np.ndarray, left: np.ndarray, right: np.ndarray) -> tuple[np.ndarray, float]:
+    """The chain u_0 = start, u_t = (u_{t-1} left) * right[t-1] of non-negative start (K,),
+    left (K, K) and right (n, K): the normalised vectors u_t / sum(u_t) (n + 1, K) and
+    log sum(u_n). ComputationError when some u_t is zero (the data have probability zero)."""
+    n, k = right.shape
+    out = np.empty((n + 1, k))
+    log_total = _normalise_into(out, 0, start)
+    rho = row_max(right @ left.T)  # the largest row sum of step t's matrix: sum(u_t) <= rho_t sum(u_{t-1})
+    if not np.all(rho > 0):
+        raise ComputationError("the hidden Markov model gives a sample zero probability")
+    scaled = right / rho[:, None]
+    band = _band(left, scaled)
+    done = 0  # steps taken so far
+    while done < n:
+        end = min(done + WINDOW, n)
+        rhs = np.zeros(((end - done) * k, 1))
+        rhs[:k, 0] = (out[done] @ left) * scaled[done]
+        solution, info = lapack.dtbtrs(band[:, done * k : end * k], rhs, uplo="L", diag="U", overwrite_b=1)
+        if info != 0:
+            raise ComputationError(f"LAPACK tbtrs failed (info {info}) in the forward-backward pass")
+        vectors = solution.reshape(end - done, k)
+        sums = row_sums(vectors)
+        small = np.flatnonzero(~(sums > SAFE_SUM))
+        kept = end - done if small.size == 0 else int(small[0])
+        if kept == 0:  # one step past a sharp drop, normalised as it is
+            log_total += _normalise_into(out, done + 1, (out[done] @ left) * right[done])
+            done += 1
+            continue
+        out[done + 1 : done + 1 + kept] = vectors[:kept] / sums[:kept, None]
+        log_total += float(np.log(sums[kept - 1]) + np.log(rho[done : done + kept]).sum())
+        done += kept
+    return out, log_total
+
+
+def _band(left: np.ndarray, right: np.ndarray) -> np.ndarray:
+    """The lower-triangular band (LAPACK storage, band[row - column, column]) of the system
+    u_t - (u_{t-1} left) * right[t-1] = 0 in the unknowns u_1 .. u_n, ordered (t, state): row
+    (t, j) meets column (t - 1, i) at offset K + j - i with -left[i, j] right[t-1][j]; the unit
+    diagonal (offset 0) is implied by diag="U". The band is built in its transpose's layout,
+    (column, offset), so that the Fortran-ordered (2K, n K) array LAPACK reads is a view, and
+    as one matrix product right (n, K) @ pattern (K, K 2K), which writes that layout directly."""
+    n, k = right.shape
+    i, j = np.indices((k, k))
+    pattern = np.zeros((k, k, 2 * k))  # pattern[j, i, offset]
+    pattern[j, i, k - i + j] = -left[i, j]
+    band = np.zeros((n, k * 2 * k))
+    band[:-1] = right[1:] @ pattern.reshape(k, -1)
+    return band.reshape(n * k, 2 * k).T
+
+
+def _normalise_into(out: np.ndarray, row: int, vector: np.ndarray) -> float:
+    """out[row] = vector / sum(vector); log sum(vector). ComputationError if the sum is zero."""
+    total = vector.sum()
+    if not total > 0:
+        raise ComputationError("the hidden Markov model gives a sample zero probability")
+    out[row] = vector / total
+    return float(np.log(total))
+
+
+def row_sums(x: np.ndarray) -> np.ndarray:
+    """Sums of the rows of x (n, K): as a matrix-vector product, several times faster than
+    numpy's reduction along a short last axis."""
+    return x @ np.ones(x.shape[1])
+
+
+def row_max(x: np.ndarray) -> np.ndarray:
+    """Largest entry of each row of x (n, K), reduced along the long axis of a transposed copy
+    (numpy's reduction along a short last axis is slow)."""
+    return np.ascontiguousarray(x.T).max(axis=0)
 
 
 def filtered_last(model: HiddenMarkov, x: np.ndarray) -> np.ndarray:
