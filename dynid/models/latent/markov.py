@@ -200,6 +200,24 @@ def filtered_last(model: HiddenMarkov, x: np.ndarray) -> np.ndarray:
     return forward_backward(model, model.emission.log_density(x)).last_filtered
 
 
+def clamp(log_b: np.ndarray, known: np.ndarray | None) -> np.ndarray:
+    """log_b (steps, K) with every state but the known one impossible where known (steps,)
+    is a state number (>= 0; -1 = unknown): a partially hidden chain. ``known`` None: log_b."""
+    if known is None or not np.any(known >= 0):
+        return log_b
+    rows = np.flatnonzero(known >= 0)
+    out = np.array(log_b)
+    kept = out[rows, known[rows]]
+    out[rows] = -np.inf
+    out[rows, known[rows]] = kept
+    return out
+
+
+def trial_densities(model: HiddenMarkov, trials: list[np.ndarray], known: list[np.ndarray] | None) -> list[np.ndarray]:
+    """The log densities (steps, K) of every trial, clamped to the known states if any."""
+    return [clamp(model.emission.log_density(x), None if known is None else known[n]) for n, x in enumerate(trials)]
+
+
 def viterbi(model: HiddenMarkov, log_b: np.ndarray) -> np.ndarray:
     """The most likely state sequence (steps,) for log densities log_b (steps, K)."""
     steps, k = log_b.shape
@@ -218,9 +236,9 @@ def viterbi(model: HiddenMarkov, log_b: np.ndarray) -> np.ndarray:
     return path
 
 
-def log_likelihood(model: HiddenMarkov, trials: list[np.ndarray]) -> float:
-    """log p of all trials."""
-    return float(sum(forward_backward(model, model.emission.log_density(x)).loglik for x in trials))
+def log_likelihood(model: HiddenMarkov, trials: list[np.ndarray], known: list[np.ndarray] | None = None) -> float:
+    """log p of all trials (and of the known states, if any)."""
+    return float(sum(forward_backward(model, log_b).loglik for log_b in trial_densities(model, trials, known)))
 
 
 def maximise(model: HiddenMarkov, trials: list[np.ndarray], posteriors: list[Posterior]) -> HiddenMarkov:
@@ -235,19 +253,21 @@ def maximise(model: HiddenMarkov, trials: list[np.ndarray], posteriors: list[Pos
     return HiddenMarkov(initial / initial.sum(), transition, emission)
 
 
-def fit_em(start: HiddenMarkov, trials: list[np.ndarray], *, max_iter: int, tol: float) -> EMResult[HiddenMarkov]:
+def fit_em(
+    start: HiddenMarkov, trials: list[np.ndarray], *, max_iter: int, tol: float, known: list[np.ndarray] | None = None
+) -> EMResult[HiddenMarkov]:
     """Baum-Welch from ``start`` until an iteration gains less than ``tol`` log-likelihood per
-    observed value, or ``max_iter`` iterations."""
+    observed value, or ``max_iter`` iterations. known: per trial the known states (``clamp``)."""
 
     def expect(model: HiddenMarkov) -> tuple[list[Posterior], float]:
-        posteriors = [forward_backward(model, model.emission.log_density(x)) for x in trials]
+        posteriors = [forward_backward(model, log_b) for log_b in trial_densities(model, trials, known)]
         return posteriors, float(sum(p.loglik for p in posteriors))
 
     return iterate_em(
         start,
         expect,
         lambda model, posteriors: maximise(model, trials, posteriors),
-        lambda model: log_likelihood(model, trials),
+        lambda model: log_likelihood(model, trials, known),
         n_values=sum(x.size for x in trials),
         max_iter=max_iter,
         tol=tol,
