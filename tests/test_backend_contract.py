@@ -38,6 +38,7 @@ CONTRACT_PARAMS: dict[str, list[str]] = {
     "lds": ["latent=4", "max_iter=20"],
     "hmm": ["states=2", "restarts=1"],
     "arhmm": ["states=2", "restarts=1"],
+    "slds": ["regimes=2", "restarts=1", "max_iter=10"],
 }
 N_SAMPLES = 300
 HORIZON = 25

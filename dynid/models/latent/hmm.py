@@ -198,12 +198,7 @@ class _HiddenMarkovBackend(Backend):
 
     def _state_forecast(self, history: Trial, steps: int) -> np.ndarray:
         """p(z_{T+h} | history) for h = 1..steps: (steps, K)."""
-        current = markov.filtered_last(self.model_, history.x)
-        out = np.empty((steps, self.model_.n_states))
-        for h in range(steps):
-            current = current @ self.model_.transition
-            out[h] = current
-        return out
+        return self.model_.forecast(markov.filtered_last(self.model_, history.x), steps)
 
     # -- arrays ------------------------------------------------------------------------------
     def arrays(self) -> dict[str, np.ndarray]:
@@ -290,13 +285,7 @@ class ARHMM(_HiddenMarkovBackend):
     def _simulate(self, history: Trial, steps: int, future_inputs: np.ndarray | None) -> np.ndarray:
         """m_h = sum_k p_h(k) (A_k m_{h-1} + b_k) from the last sample (see the module docstring)."""
         emission: Autoregressive = self.model_.emission  # type: ignore[assignment]
-        weights = self._state_forecast(history, steps)
-        out = np.empty((steps, self.n_variables))
-        current = history.x[-1]
-        for h in range(steps):
-            current = weights[h] @ emission.step(current[None, :])[:, 0, :]
-            out[h] = current
-        return out
+        return mixture_rollout(emission, self._state_forecast(history, steps), history.x[-1])
 
     def _emission_arrays(self) -> dict[str, np.ndarray]:
         emission: Autoregressive = self.model_.emission  # type: ignore[assignment]
@@ -314,6 +303,18 @@ class ARHMM(_HiddenMarkovBackend):
             covs=expect_array(arrays, "covariances", (k, d, d)).astype(float),
             floor=float(expect_array(arrays, "covariance_floor", ())),
         )
+
+
+def mixture_rollout(emission: Autoregressive, weights: np.ndarray, start: np.ndarray) -> np.ndarray:
+    """m_h = sum_k weights[h-1, k] (A_k m_{h-1} + b_k) from m_0 = start (d,), for regime
+    probabilities weights (steps, K): (steps, d), the predictive-mean approximation of the
+    module docstring."""
+    out = np.empty((weights.shape[0], start.shape[0]))
+    current = start
+    for h in range(weights.shape[0]):
+        current = weights[h] @ emission.step(current[None, :])[:, 0, :]
+        out[h] = current
+    return out
 
 
 def _kmeans_labels(

@@ -66,12 +66,11 @@ class Emission(ABC):
 
 
 @dataclass(frozen=True)
-class HiddenMarkov:
-    """initial (K,), transition (K, K) rows summing to one, and the emission model."""
+class Chain:
+    """A Markov chain over K states: initial (K,), transition (K, K) rows summing to one."""
 
     initial: np.ndarray
     transition: np.ndarray
-    emission: Emission
 
     def __post_init__(self) -> None:
         contiguous(self)
@@ -79,6 +78,21 @@ class HiddenMarkov:
     @property
     def n_states(self) -> int:
         return self.initial.shape[0]
+
+    def forecast(self, current: np.ndarray, steps: int) -> np.ndarray:
+        """p(z_{T+h}) for h = 1..steps from p(z_T) = current (K,): (steps, K)."""
+        out = np.empty((steps, self.n_states))
+        for h in range(steps):
+            current = current @ self.transition
+            out[h] = current
+        return out
+
+
+@dataclass(frozen=True)
+class HiddenMarkov(Chain):
+    """The chain and the emission model."""
+
+    emission: Emission
 
     def n_parameters(self) -> int:
         k = self.n_states
@@ -104,7 +118,7 @@ WINDOW = 512
 SAFE_SUM = 1e-100
 
 
-def forward_backward(model: HiddenMarkov, log_b: np.ndarray) -> Posterior:
+def forward_backward(model: Chain, log_b: np.ndarray) -> Posterior:
     """Scaled forward-backward for log densities log_b (steps, K).
 
     Backward runs on w_t = b_t * beta_t (w_t = (w_{t+1} T^T) * b_t, the forward chain's form),
@@ -218,7 +232,7 @@ def trial_densities(model: HiddenMarkov, trials: list[np.ndarray], known: list[n
     return [clamp(model.emission.log_density(x), None if known is None else known[n]) for n, x in enumerate(trials)]
 
 
-def viterbi(model: HiddenMarkov, log_b: np.ndarray) -> np.ndarray:
+def viterbi(model: Chain, log_b: np.ndarray) -> np.ndarray:
     """The most likely state sequence (steps,) for log densities log_b (steps, K)."""
     steps, k = log_b.shape
     with np.errstate(divide="ignore"):
@@ -242,15 +256,20 @@ def log_likelihood(model: HiddenMarkov, trials: list[np.ndarray], known: list[np
 
 
 def maximise(model: HiddenMarkov, trials: list[np.ndarray], posteriors: list[Posterior]) -> HiddenMarkov:
-    """The Baum-Welch M-step: pi the mean first-state posterior, T the normalised expected
-    transition counts, the emissions by their own ``refit``."""
+    """The Baum-Welch M-step: the chain by ``maximise_chain``, the emissions by their own ``refit``."""
+    chain = maximise_chain(model, posteriors)
+    emission = model.emission.refit(trials, [p.probabilities for p in posteriors])
+    return HiddenMarkov(chain.initial, chain.transition, emission)
+
+
+def maximise_chain(chain: Chain, posteriors: list[Posterior]) -> Chain:
+    """pi the mean first-state posterior, T the normalised expected transition counts."""
     initial = np.mean([p.probabilities[0] for p in posteriors], axis=0)
     counts = np.sum([p.transitions for p in posteriors], axis=0)
     totals = counts.sum(axis=1, keepdims=True)
     # A state never visited keeps its row (no evidence either way); the likelihood is unaffected.
-    transition = np.where(totals > 0, counts / np.where(totals > 0, totals, 1.0), model.transition)
-    emission = model.emission.refit(trials, [p.probabilities for p in posteriors])
-    return HiddenMarkov(initial / initial.sum(), transition, emission)
+    transition = np.where(totals > 0, counts / np.where(totals > 0, totals, 1.0), chain.transition)
+    return Chain(initial / initial.sum(), transition)
 
 
 def fit_em(
