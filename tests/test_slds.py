@@ -135,3 +135,31 @@ def test_states_command_writes_regimes_and_latent_columns(cli, tmp_path):
     expected = api.states(model, dataset(y))
     np.testing.assert_array_equal(table[:, 1], expected.state)
     np.testing.assert_allclose(table[:, 4:6], expected.means, rtol=1e-9, atol=1e-12)
+
+
+def test_report_draws_the_regimes_as_a_band_over_the_data():
+    from dynid.modelfile import ModelFile, describe_fit
+    from dynid.report import build_report
+    from dynid.report.regimes import state_runs
+    from tests.test_report import SVG_XMLNS, check_page
+
+    model, regimes, y = fitted(0.0)
+    data = dataset(y)
+    page = build_report([("m.slds.dynid", ModelFile(model, describe_fit(model, data, seed=0, device="cpu", fit_seconds=0.0)))], [], data)
+    svgs = check_page(page)
+    assert "Regimes over time" in page
+    states = api.states(model, data)
+    runs = state_runs(states.t, states.state)
+    assert len(runs) == len(np.flatnonzero(np.diff(regimes))) + 1
+    rect, title = f"{{{SVG_XMLNS}}}rect", f"{{{SVG_XMLNS}}}title"
+    band = [svg for svg in svgs if any((r.findtext(title) or "").startswith("state ") for r in svg.iter(rect))]
+    assert len(band) == 1
+    tips = [r.findtext(title) for r in band[0].iter(rect) if (r.findtext(title) or "").startswith("state ")]
+    assert tips == [f"state {k}: t = {lo:g} to {hi:g}" for lo, hi, k in runs]
+
+
+def test_state_runs_cover_the_samples():
+    from dynid.report.regimes import state_runs
+
+    t = np.arange(6) * 0.5
+    assert state_runs(t, np.array([0, 0, 1, 1, 1, 0])) == [(0.0, 1.0, 0), (1.0, 2.5, 1), (2.5, 2.5, 0)]

@@ -273,9 +273,12 @@ def line_plot(
     width: float = 640,
     height: float = 260,
     vlines: Sequence[float] = (),
+    spans: Sequence[tuple[float, float, str, str]] = (),
 ) -> str:
     """Lines of ``series`` on shared axes with nice ticks and a legend; ``vlines`` are x
-    positions of dotted vertical markers (e.g. where a forecast starts). NaN/inf are gaps."""
+    positions of dotted vertical markers (e.g. where a forecast starts); ``spans`` are
+    (x_from, x_to, colour, tooltip) bands shaded behind the lines over the plot's height
+    (e.g. regimes). NaN/inf are gaps."""
     xs = [np.asarray(s.x, dtype=float) for s in series]
     ys = [np.asarray(s.y, dtype=float) for s in series]
     colors = [s.color or PALETTE[i % len(PALETTE)] for i, s in enumerate(series)]
@@ -294,6 +297,11 @@ def line_plot(
         ],
     )
     body = [
+        f'<rect x="{_n(frame.x(lo))}" y="{_n(frame.y1)}" width="{_n(max(frame.x(hi) - frame.x(lo), 0.5))}" '
+        f'height="{_n(frame.y0 - frame.y1)}" fill="{color}" fill-opacity="0.18"><title>{esc(tip)}</title></rect>'
+        for lo, hi, color, tip in spans
+    ]
+    body += [
         _line(frame.x(v), frame.y1, frame.x(v), frame.y0,
               'stroke="currentColor" stroke-opacity="0.6" stroke-dasharray="2 3"')
         for v in vlines

@@ -165,7 +165,7 @@ def regime_log_densities(model: Switching, latent: LatentChain) -> np.ndarray:
     """E_q(z)[log N(z_t; A_k z_{t-1} + b_k, Q_k)] (T, K), 0 at t = 0 (z_0 has its own prior)."""
     g, log_dets = model.energy_matrices()
     k, n = g.shape[0], latent.means.shape[1]
-    moments = latent.second_moments().reshape(latent.means.shape[0] - 1, -1)
+    moments = latent.second_moments().reshape(-1, (2 * n + 1) ** 2)
     out = np.zeros((latent.means.shape[0], k))
     out[1:] = -0.5 * (moments @ g.reshape(k, -1).T + log_dets + n * LOG_2PI)
     return out
