@@ -145,47 +145,56 @@ def propagate(start: np.ndarray, left: np.ndarray, right: np.ndarray) -> tuple[n
     n, k = right.shape
     out = np.empty((n + 1, k))
     log_total = _normalise_into(out, 0, start)
-    rho = row_max(right @ left.T)  # the largest row sum of step t's matrix: sum(u_t) <= rho_t sum(u_{t-1})
+    # The largest row sum of step t's matrix: sum(u_t) <= rho_t sum(u_{t-1}).
+    rho = np.max(left @ right.T, axis=0)
     if not np.all(rho > 0):
         raise ComputationError("the hidden Markov model gives a sample zero probability")
     scaled = right / rho[:, None]
-    band = _band(left, scaled)
+    log_rho = np.concatenate([[0.0], np.cumsum(np.log(rho))])  # log rho_1 ... rho_t
+    pattern = _band_pattern(left)
     done = 0  # steps taken so far
     while done < n:
         end = min(done + WINDOW, n)
         rhs = np.zeros(((end - done) * k, 1))
         rhs[:k, 0] = (out[done] @ left) * scaled[done]
-        solution, info = lapack.dtbtrs(band[:, done * k : end * k], rhs, uplo="L", diag="U", overwrite_b=1)
+        solution, info = lapack.dtbtrs(_band(pattern, scaled[done:end]), rhs, uplo="L", diag="U", overwrite_b=1)
         if info != 0:
             raise ComputationError(f"LAPACK tbtrs failed (info {info}) in the forward-backward pass")
         vectors = solution.reshape(end - done, k)
         sums = row_sums(vectors)
-        small = np.flatnonzero(~(sums > SAFE_SUM))
-        kept = end - done if small.size == 0 else int(small[0])
+        kept = end - done if sums.min() > SAFE_SUM else int(np.argmin(sums > SAFE_SUM))
         if kept == 0:  # one step past a sharp drop, normalised as it is
             log_total += _normalise_into(out, done + 1, (out[done] @ left) * right[done])
             done += 1
             continue
-        out[done + 1 : done + 1 + kept] = vectors[:kept] / sums[:kept, None]
-        log_total += float(np.log(sums[kept - 1]) + np.log(rho[done : done + kept]).sum())
+        np.divide(vectors[:kept], sums[:kept, None], out=out[done + 1 : done + 1 + kept])
+        log_total += float(np.log(sums[kept - 1]) + log_rho[done + kept] - log_rho[done])
         done += kept
     return out, log_total
 
 
-def _band(left: np.ndarray, right: np.ndarray) -> np.ndarray:
-    """The lower-triangular band (LAPACK storage, band[row - column, column]) of the system
-    u_t - (u_{t-1} left) * right[t-1] = 0 in the unknowns u_1 .. u_n, ordered (t, state): row
-    (t, j) meets column (t - 1, i) at offset K + j - i with -left[i, j] right[t-1][j]; the unit
-    diagonal (offset 0) is implied by diag="U". The band is built in its transpose's layout,
-    (column, offset), so that the Fortran-ordered (2K, n K) array LAPACK reads is a view, and
-    as one matrix product right (n, K) @ pattern (K, K 2K), which writes that layout directly."""
-    n, k = right.shape
+def _band_pattern(left: np.ndarray) -> np.ndarray:
+    """(K, K 2K): pattern[j, (i, K + j - i)] = -left[i, j], zero elsewhere (see ``_band``)."""
+    k = left.shape[0]
     i, j = np.indices((k, k))
-    pattern = np.zeros((k, k, 2 * k))  # pattern[j, i, offset]
+    pattern = np.zeros((k, k, 2 * k))
     pattern[j, i, k - i + j] = -left[i, j]
-    band = np.zeros((n, k * 2 * k))
-    band[:-1] = right[1:] @ pattern.reshape(k, -1)
-    return band.reshape(n * k, 2 * k).T
+    return pattern.reshape(k, -1)
+
+
+def _band(pattern: np.ndarray, right: np.ndarray) -> np.ndarray:
+    """The lower-triangular band (LAPACK storage, band[row - column, column]) of the system
+    u_t - (u_{t-1} left) * right[t-1] = 0 in the unknowns u_1 .. u_m of m = len(right) steps,
+    ordered (t, state): row (t, j) meets column (t - 1, i) at offset K + j - i with
+    -left[i, j] right[t-1][j]; the unit diagonal (offset 0) is implied by diag="U". Built in
+    its transpose's layout, (column, offset), so that the Fortran-ordered (2K, m K) array
+    LAPACK reads is a view, as one product right @ ``_band_pattern(left)``, which writes that
+    layout directly. Built per window: a fresh array of every sample's band costs more in page
+    faults than the solve."""
+    m, k = right.shape
+    band = np.zeros((m, pattern.shape[1]))
+    np.matmul(right[1:], pattern, out=band[:-1])
+    return band.reshape(m * k, 2 * k).T
 
 
 def _normalise_into(out: np.ndarray, row: int, vector: np.ndarray) -> float:
