@@ -163,3 +163,18 @@ def test_state_runs_cover_the_samples():
 
     t = np.arange(6) * 0.5
     assert state_runs(t, np.array([0, 0, 1, 1, 1, 0])) == [(0.0, 1.0, 0), (1.0, 2.5, 1), (2.5, 2.5, 0)]
+
+
+def test_labels_fix_regimes_with_their_own_numbers():
+    """10% of the rows labelled with the true regime, numbered against the unlabelled fit's
+    convention (regime 1 = the fast one): the labelled fit keeps the labels' numbering."""
+    regimes, y = two_regimes(seed=0)
+    labels = np.where(np.random.default_rng(3).random(N) < 0.1, 1 - regimes, np.nan)  # fast regime = 0 here
+    data = Dataset.from_arrays(np.column_stack([y, labels]), dt=0.1, variables=["a", "b", "c", "label"])
+    model = api.fit(data, "slds", {"regimes": 2, "latent": 2, "restarts": 1}, seed=0, device="cpu", labels="label").model
+    states = api.states(model, data, labels="label")
+    given = ~np.isnan(labels)
+    np.testing.assert_array_equal(states.state[given], labels[given])
+    assert np.mean(states.state == 1 - regimes) >= 0.9  # no relabelling
+    fast = np.abs(np.angle(np.linalg.eigvals(model.arrays()["dynamics"][0]))).max()
+    assert fast == pytest.approx(FREQUENCIES[1], abs=0.03)

@@ -114,7 +114,7 @@ class _HiddenMarkovBackend(Backend):
         if any(x.shape[0] < 2 for x in trials):
             raise DataError(f"{data.source}: every trial needs at least two samples")
         rng = np.random.default_rng(seed)
-        fewest = 1 if known is None else int(max(np.max(labels) for labels in known)) + 1
+        fewest = 1 if known is None else max(int(max(np.max(labels) for labels in known)) + 1, 1)
         if params.states == "auto":
             candidates = range(fewest, max(params.max_states, fewest) + 1)
         elif int(params.states) < fewest:

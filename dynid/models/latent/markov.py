@@ -15,8 +15,9 @@ is the forward substitution of the block-bidiagonal linear system u_t - u_{t-1} 
 WINDOW samples instead of a Python step per sample. Scaling replaces the per-step normalisation:
 each M_t is divided by its largest row sum rho_t, which bounds sum(u_t) / sum(u_{t-1}), so the
 scaled vectors never grow and only shrink where the data are surprising; when a vector's sum
-falls below SAFE_SUM the chain restarts from that vector normalised (log rho_t and the restart
-sums are kept in log space). The substitution only adds non-negative products, so it loses no
+falls below SAFE_SUM the chain restarts from the last vector above it, normalised (a single
+step that falls below on its own is taken alone), and log rho_t and the restart sums are kept
+in log space. The substitution only adds non-negative products, so it loses no
 precision to cancellation; a vector's entries keep full relative precision down to 1e-308 /
 SAFE_SUM = 1e-208 of its sum (a loop normalising every step: 1e-308). Viterbi works in log space.
 Each EM iteration (E-step: forward-backward; M-step: pi, T and the emissions in closed form)
