@@ -112,9 +112,10 @@ class Posterior:
     loglik: float
 
 
-# Samples per banded solve of ``propagate``: a restart wastes the rest of its window, so windows
-# are kept moderate; 512 samples are a fraction of a millisecond of LAPACK time.
-WINDOW = 512
+# Samples per banded solve of ``propagate``: fewer windows mean less Python per sample, longer
+# ones more cache misses and, at a restart, more of the window's solve wasted; 1024 was fastest
+# of 512-4096 at 20,000 samples, 3 states (about level at 2,000).
+WINDOW = 1024
 # The smallest sum of a scaled forward vector before the chain restarts (see the module docstring).
 SAFE_SUM = 1e-100
 
@@ -153,12 +154,18 @@ def propagate(start: np.ndarray, left: np.ndarray, right: np.ndarray) -> tuple[n
     scaled = right / rho[:, None]
     log_rho = np.concatenate([[0.0], np.cumsum(np.log(rho))])  # log rho_1 ... rho_t
     pattern = _band_pattern(left)
+    # One band and one right-hand side for every window, reused: fresh arrays per window cost
+    # more in page faults than the solve.
+    band_rows = np.empty((min(WINDOW, n), pattern.shape[1]))
+    rhs_rows = np.empty((min(WINDOW, n) * k, 1))
     done = 0  # steps taken so far
     while done < n:
         end = min(done + WINDOW, n)
-        rhs = np.zeros(((end - done) * k, 1))
+        rhs = rhs_rows[: (end - done) * k]
+        rhs[:] = 0.0
         rhs[:k, 0] = (out[done] @ left) * scaled[done]
-        solution, info = lapack.dtbtrs(_band(pattern, scaled[done:end]), rhs, uplo="L", diag="U", overwrite_b=1)
+        band = _band(pattern, scaled[done:end], band_rows[: end - done])
+        solution, info = lapack.dtbtrs(band, rhs, uplo="L", diag="U", overwrite_b=1)
         if info != 0:
             raise ComputationError(f"LAPACK tbtrs failed (info {info}) in the forward-backward pass")
         vectors = solution.reshape(end - done, k)
@@ -183,19 +190,18 @@ def _band_pattern(left: np.ndarray) -> np.ndarray:
     return pattern.reshape(k, -1)
 
 
-def _band(pattern: np.ndarray, right: np.ndarray) -> np.ndarray:
+def _band(pattern: np.ndarray, right: np.ndarray, rows: np.ndarray) -> np.ndarray:
     """The lower-triangular band (LAPACK storage, band[row - column, column]) of the system
     u_t - (u_{t-1} left) * right[t-1] = 0 in the unknowns u_1 .. u_m of m = len(right) steps,
     ordered (t, state): row (t, j) meets column (t - 1, i) at offset K + j - i with
-    -left[i, j] right[t-1][j]; the unit diagonal (offset 0) is implied by diag="U". Built in
-    its transpose's layout, (column, offset), so that the Fortran-ordered (2K, m K) array
-    LAPACK reads is a view, as one product right @ ``_band_pattern(left)``, which writes that
-    layout directly. Built per window: a fresh array of every sample's band costs more in page
-    faults than the solve."""
+    -left[i, j] right[t-1][j]; the unit diagonal (offset 0) is implied by diag="U". Written
+    into ``rows`` (m, K 2K), its transpose's layout (column, offset), so that the
+    Fortran-ordered (2K, m K) array LAPACK reads is a view, by one product
+    right @ ``_band_pattern(left)``, which writes that layout directly."""
     m, k = right.shape
-    band = np.zeros((m, pattern.shape[1]))
-    np.matmul(right[1:], pattern, out=band[:-1])
-    return band.reshape(m * k, 2 * k).T
+    rows[-1] = 0.0  # nothing couples the window's last step to the next window
+    np.matmul(right[1:], pattern, out=rows[:-1])
+    return rows.reshape(m * k, 2 * k).T
 
 
 def _normalise_into(out: np.ndarray, row: int, vector: np.ndarray) -> float:
