@@ -50,7 +50,7 @@ def test_ten_percent_labels_improve_the_states_and_keep_their_numbers():
     np.testing.assert_allclose(labelled.arrays()["means"], MEANS, atol=0.25)
 
 
-def test_labels_above_the_number_of_states_are_refused_and_raise_auto():
+def test_labels_beyond_the_states_are_refused_and_raise_auto():
     _, x, labels = labelled_data(seed=2)
     labels[:5] = 3  # a fourth state
     data = Dataset.from_arrays(np.column_stack([x, labels]), dt=0.1, variables=["a", "b", "label"])
@@ -58,6 +58,10 @@ def test_labels_above_the_number_of_states_are_refused_and_raise_auto():
         api.fit(data, "hmm", {"states": 3}, seed=0, device="cpu", labels="label")
     model = api.fit(data, "hmm", {"max_states": 2, "restarts": 0}, seed=0, device="cpu", labels="label").model
     assert model.metrics_["states"] == 4
+    labels[:5] = 4  # a state the model does not have
+    beyond = Dataset.from_arrays(np.column_stack([x, labels]), dt=0.1, variables=["a", "b", "label"])
+    with pytest.raises(DataError, match="not one of the model's states 0..3"):
+        api.states(model, beyond, labels="label")
 
 
 def test_fit_and_states_commands_read_the_label_column(cli, tmp_path):

@@ -32,7 +32,7 @@ from dataclasses import dataclass
 import numpy as np
 from scipy.linalg import lapack
 
-from dynid.errors import ComputationError
+from dynid.errors import ComputationError, DataError
 from dynid.models.latent.iterations import EMResult, iterate_em
 
 
@@ -235,6 +235,8 @@ def clamp(log_b: np.ndarray, known: np.ndarray | None) -> np.ndarray:
     is a state number (>= 0; -1 = unknown): a partially hidden chain. ``known`` None: log_b."""
     if known is None or not np.any(known >= 0):
         return log_b
+    if known.max() >= log_b.shape[1]:
+        raise DataError(f"--labels: state {int(known.max())} is not one of the model's states 0..{log_b.shape[1] - 1}")
     rows = np.flatnonzero(known >= 0)
     out = np.array(log_b)
     kept = out[rows, known[rows]]
