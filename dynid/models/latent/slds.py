@@ -62,8 +62,12 @@ class SLDSParams(Hyperparameters):
             raise ValueError(f"regimes must be at least 1, not {self.regimes}")
         if self.latent < 0:
             raise ValueError(f"latent must be non-negative, not {self.latent}")
-        if self.restarts < 0 or self.max_iter < 1 or not self.tol >= 0:
-            raise ValueError("restarts >= 0, max_iter >= 1 and tol >= 0 are required")
+        if self.restarts < 0:
+            raise ValueError(f"restarts must be non-negative, not {self.restarts}")
+        if self.max_iter < 1:
+            raise ValueError(f"max_iter must be at least 1, not {self.max_iter}")
+        if not self.tol >= 0:
+            raise ValueError(f"tol must be non-negative, not {self.tol}")
 
 
 @dataclass
