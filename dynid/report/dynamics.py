@@ -24,16 +24,29 @@ MAX_RESIDUALS = 400
 MAX_LAG = 40
 
 
-def _runnable(ctx: ModelContext) -> bool:
+def runnable(ctx: ModelContext) -> bool:
     """Data were given and the model can run on them."""
     return ctx.data is not None and not data_mismatch(ctx.model, ctx.data)
 
 
-def _last_trial(ctx: ModelContext) -> tuple[Dataset, Trial]:
+def last_trial(ctx: ModelContext) -> tuple[Dataset, Trial]:
     data = ctx.data
-    if data is None:  # not reached: ``_runnable`` asks for data; narrows the type
+    if data is None:  # not reached: ``runnable`` asks for data; narrows the type
         raise ValueError("no data")
     return data, data.trials[-1]
+
+
+def free_run(model: Backend, trial: Trial) -> np.ndarray:
+    """(steps, d) free run of ``model`` from the first ``history_length`` samples of ``trial``
+    (which must be longer): at least ``MIN_FREE_RUN`` steps, so that its attractor (or its drift
+    away) shows; a driven model runs only as far as the trial's inputs go."""
+    need = model.history_length
+    if model.inputs_:
+        steps = trial.n_samples - need
+        run = model.simulate(trial.slice(0, need), steps, trial.u[need:] if trial.u is not None else None)
+    else:
+        run = model.simulate(trial.slice(0, need), max(MIN_FREE_RUN, trial.n_samples - need), None)
+    return np.asarray(run, dtype=float)
 
 
 def portrait_pairs(x: np.ndarray) -> list[tuple[int, int]]:
@@ -50,22 +63,16 @@ def portrait_pairs(x: np.ndarray) -> list[tuple[int, int]]:
 
 @model_part(
     "Phase portrait",
-    applies=lambda ctx: _runnable(ctx) and ctx.model.n_variables >= 2,
+    applies=lambda ctx: runnable(ctx) and ctx.model.n_variables >= 2,
 )
 def _phase_portrait(ctx: ModelContext) -> str | None:
-    data, trial = _last_trial(ctx)
+    data, trial = last_trial(ctx)
     model = ctx.model
     need = model.history_length
     if trial.n_samples <= need:
         return None
-    if model.inputs_:
-        # A driven model runs only as far as the data's inputs go.
-        steps = trial.n_samples - need
-        run = model.simulate(trial.slice(0, need), steps, trial.u[need:] if trial.u is not None else None)
-    else:
-        steps = max(MIN_FREE_RUN, trial.n_samples - need)
-        run = model.simulate(trial.slice(0, need), steps, None)
-    run = np.asarray(run, dtype=float)
+    run = free_run(model, trial)
+    steps = run.shape[0]
     scale = float(np.nanmax(np.abs(trial.x))) if np.isfinite(trial.x).any() else 1.0
     escaped = bool(np.any(~np.isfinite(run)) or np.nanmax(np.abs(run)) > 100 * max(scale, 1e-300))
     shown = np.where(np.abs(run) <= 100 * max(scale, 1e-300), run, np.nan)
@@ -127,9 +134,9 @@ def autocorrelation(r: np.ndarray, max_lag: int) -> np.ndarray:
     return out
 
 
-@model_part("Residuals", applies=_runnable)
+@model_part("Residuals", applies=runnable)
 def _residuals(ctx: ModelContext) -> str | None:
-    data, trial = _last_trial(ctx)
+    data, trial = last_trial(ctx)
     model = ctx.model
     if trial.n_samples <= model.history_length + 2:
         return None

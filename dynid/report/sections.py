@@ -29,6 +29,7 @@ from dynid.report.html import (
 )
 from dynid.report.svg import Series, eigenvalue_plot, esc, fmt, heatmap, line_plot
 from dynid.report.template import Section
+from dynid.training.loop import TRAINING_CURVE
 
 # -- the registries ------------------------------------------------------------------------------
 @dataclass(frozen=True)
@@ -138,7 +139,9 @@ def _metadata(ctx: ModelContext) -> str:
 
 @model_part("Fit metrics")
 def _fit_metrics(ctx: ModelContext) -> str:
-    metrics = flatten(ctx.meta.get("metrics", ctx.model.metrics_))
+    # The training curve has its own figure (``fitting``), not a row of elided lists.
+    recorded = ctx.meta.get("metrics", ctx.model.metrics_) or {}
+    metrics = flatten({k: v for k, v in recorded.items() if k != TRAINING_CURVE})
     return table(metrics, row_headers=True) if metrics else note("No fit metrics recorded.")
 
 
