@@ -170,8 +170,9 @@ def test_full_report_is_well_formed_offline_and_complete():
     )
     svgs = check_page(page)
     # data overview x and y, eigenvalues, forecast x and y, phase portrait, residuals and their
-    # autocorrelation, error against horizon, power spectra x and y, causal heat-map
-    assert len(svgs) == 12
+    # autocorrelation, free run of the equations x and y, error against horizon, power spectra
+    # x and y, causal heat-map
+    assert len(svgs) == 14
     assert "Rotation &lt;study&gt;" in page and "Rotation <study>" not in page
     assert "dynid 0.1.0" in page and "UTC" in page
     assert 'href="#s1"' in page and 'id="s4"' in page  # table of contents
@@ -186,8 +187,10 @@ def test_full_report_is_well_formed_offline_and_complete():
     # causal and symbolic results
     assert "z&lt;1&gt;" in page and "z<1>" not in page
     assert page.index("0.0007") < page.index("0.02")  # sorted by p-value
-    assert "dx/dt = -10.0*x + 10.0*y" in page
-    assert "inclusion_probability" in page and "[-10.4, -9.6]" in page
+    assert ("<mfrac><mrow><mi>d</mi><mi>x</mi></mrow><mrow><mi>d</mi><mi>t</mi></mrow></mfrac>"
+            "<mo>=</mo><mo>\u2212</mo><mn>10</mn><mo>&#x2062;</mo><mi>x</mi><mo>+</mo><mn>10</mn>"
+            "<mo>&#x2062;</mo><mi>y</mi>") in page
+    assert "<th scope=\"col\">inclusion probability</th>" in page and "[-10.4, -9.6]" in page
 
 
 def test_forecast_plot_shows_data_and_forecast_for_each_variable():
@@ -246,7 +249,7 @@ def test_result_kinds_and_unknown_documents():
     assert len(svgs) == 1  # RMSE by lead time
     assert "Forecast score: s.json" in page and "rmse_per_variable.x" in page
     assert "Fit summary: f.json" in page and "metrics.rmse" in page
-    assert "&quot;nested&quot;: &quot;&lt;b&gt;&quot;" in page
+    assert "[1, {nested: &lt;b&gt;}]" in page and "<pre>" not in page  # a table, escaped
     assert "c.json looks like a causal discovery result but could not be read" in page
 
 

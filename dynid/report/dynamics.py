@@ -167,3 +167,32 @@ def _residuals(ctx: ModelContext) -> str | None:
         "inside the dashed band at every lag but 0."
     )
     return "<div>" + "".join(figures) + "</div>" + note(caption)
+
+
+@model_part("Free run of the equations", applies=lambda ctx: runnable(ctx) and bool(ctx.model.equation_lines()))
+def _equation_free_run(ctx: ModelContext) -> str | None:
+    """Each variable of the last trial against the equations integrated from its start: what
+    a reader would check before trusting identified equations."""
+    data, trial = last_trial(ctx)
+    model = ctx.model
+    need = model.history_length
+    if trial.n_samples <= need:
+        return None
+    run = free_run(model, trial)[: trial.n_samples - need]
+    t = trial.t[need - 1 :]
+    time_label = data.time_column or "t"
+    figures = [
+        figure(line_plot(
+            [Series("data", trial.t, trial.x[:, j]),
+             # from the last sample of history, so that the run joins the data
+             Series("equations", t, np.r_[trial.x[need - 1, j], run[:, j]], dashed=True)],
+            title=name, xlabel=time_label, width=420, height=220))
+        for j, name in enumerate(model.variables_)
+    ]
+    caption = (
+        f"The last trial of {data.source} and the equations run freely from its first {need} "
+        f"sample(s) for its whole length ({run.shape[0]} steps)"
+        + (", driven by the data's inputs." if model.inputs_ else ".")
+        + " Chaotic systems part ways after a few Lyapunov times even with exact equations."
+    )
+    return "<div>" + "".join(figures) + "</div>" + note(caption)

@@ -31,6 +31,7 @@ td pre{border:0;padding:0;margin:0}
 figure{margin:.5em 0;display:inline-block;vertical-align:top}
 figcaption{font-size:13px;opacity:.8}
 svg{max-width:100%;height:auto}
+.equations math{display:block;text-align:left;font-size:1.2em;margin:.35em 0}
 .meta,.note{opacity:.8}
 .error{border-left:4px solid #d62728;padding:.3em .8em}
 @media print{:root{color-scheme:light;--bg:#fff;--fg:#000;--link:#000}body{max-width:none;margin:0;font-size:10pt}
