@@ -8,6 +8,7 @@ from dynid.cli import completion
 from dynid.cli.each import EachSpec
 from dynid.cli.options import DataOptions, OutputPath, ParamsOption, RunOptions, TrainingFlags, with_options
 from dynid.cli.output import Output
+from dynid.cli.report_cmd import ReportPath
 
 # The model file written without -o, per input: "lorenz.csv" -> "lorenz.sindy.dynid".
 DEFAULT_OUTPUT = "{stem}.{model}.dynid"
@@ -24,6 +25,7 @@ def fit(
     model: Annotated[str, typer.Option("--model", "-m", help="Backend name ('dynid models' lists them), or auto: fit every applicable backend, keep the best on held-out data.", autocompletion=completion.models)],
     param: ParamsOption = None,
     output: OutputPath = None,
+    report: ReportPath = None,
     *,
     data: DataOptions,
     run: RunOptions,
@@ -77,6 +79,11 @@ def fit(
     path = output or _default_path(data_files[0], model)
     save_model(result.model, path, result.metadata)
     meta = result.metadata
+    if report:
+        from dynid.cli.report_cmd import run_model, write_run_report
+
+        write_run_report(report, models=[run_model(path, result.model, meta)], results=[],
+                         data=dataset, out=out)
     if out.json_mode:
         from dynid.documents import FIT, tagged
 

@@ -49,6 +49,14 @@ def free_run(model: Backend, trial: Trial) -> np.ndarray:
     return np.asarray(run, dtype=float)
 
 
+def shared_free_run(ctx: ModelContext) -> np.ndarray:
+    """``free_run`` of the model from the data's last trial, computed once per model section
+    (the phase portrait, the equations' free run and the spectra share it)."""
+    if "free_run" not in ctx.shared:
+        ctx.shared["free_run"] = free_run(ctx.model, last_trial(ctx)[1])
+    return ctx.shared["free_run"]
+
+
 def portrait_pairs(x: np.ndarray) -> list[tuple[int, int]]:
     """Column pairs to draw of ``x`` (n, d): all of them for d <= 3, else every pair of the
     three columns of largest variance (NaN ignored), in column order."""
@@ -71,7 +79,7 @@ def _phase_portrait(ctx: ModelContext) -> str | None:
     need = model.history_length
     if trial.n_samples <= need:
         return None
-    run = free_run(model, trial)
+    run = shared_free_run(ctx)
     steps = run.shape[0]
     scale = float(np.nanmax(np.abs(trial.x))) if np.isfinite(trial.x).any() else 1.0
     escaped = bool(np.any(~np.isfinite(run)) or np.nanmax(np.abs(run)) > 100 * max(scale, 1e-300))
@@ -178,7 +186,7 @@ def _equation_free_run(ctx: ModelContext) -> str | None:
     need = model.history_length
     if trial.n_samples <= need:
         return None
-    run = free_run(model, trial)[: trial.n_samples - need]
+    run = shared_free_run(ctx)[: trial.n_samples - need]
     t = trial.t[need - 1 :]
     time_label = data.time_column or "t"
     figures = [

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -36,14 +36,16 @@ from dynid.training.loop import TRAINING_CURVE
 @dataclass(frozen=True)
 class ModelContext:
     """What a model part may draw on: the model, its file's metadata, the ``--data`` and the
-    ``--test`` data (each or None) and the requested forecast horizon in samples (None: the
-    default)."""
+    ``--test`` data (each or None), the requested forecast horizon in samples (None: the
+    default) and ``shared`` results that parts compute once for the others."""
 
     model: Backend
     meta: dict[str, Any]
     data: Dataset | None
     horizon: int | None
     test: Dataset | None = None
+    # What several parts draw on and is costly to compute (a long free run), by name.
+    shared: dict[str, Any] = field(default_factory=dict, compare=False)
 
     @property
     def held_out(self) -> Dataset | None:

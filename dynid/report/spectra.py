@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from dynid.report.dynamics import free_run, last_trial, runnable
+from dynid.report.dynamics import last_trial, runnable, shared_free_run
 from dynid.report.html import figure, note
 from dynid.report.sections import ModelContext, model_part
 from dynid.report.svg import Series, line_plot
@@ -46,7 +46,7 @@ def _power_spectra(ctx: ModelContext) -> str | None:
     observed = welch_spectrum(trial.x, model.dt_)
     if observed is None:
         return None
-    run = free_run(model, trial)
+    run = shared_free_run(ctx)
     simulated = welch_spectrum(run, model.dt_)
     figures = []
     for j, name in enumerate(model.variables_):
