@@ -19,6 +19,7 @@ from dynid.report import build_report
 from dynid.report.html import flatten
 from dynid.report.sections import result_kind
 from dynid.report.svg import Series, fmt, heatmap, line_plot, nice_ticks, tick_labels
+from dynid.report.template import INTERACTIVE_JS
 
 SVG_XMLNS = "http://www.w3.org/2000/svg"
 
@@ -146,14 +147,18 @@ class _Balance(HTMLParser):
             self.stack.pop()
 
 
-def check_page(page: str) -> list[ET.Element]:
-    """Assert the page is balanced, offline and script-free; return its parsed SVGs."""
+def check_page(page: str, *, interactive: bool = False) -> list[ET.Element]:
+    """Assert the page is balanced, offline and script-free (``interactive``: its one script is
+    dynid's own, once); return its parsed SVGs."""
     parser = _Balance()
     parser.feed(page)
     parser.close()
     assert parser.problems == [] and parser.stack == []
     assert page.startswith("<!DOCTYPE html>")
-    assert "<script" not in page.lower()
+    if interactive:
+        assert re.findall(r"<script>(.*?)</script>", page, flags=re.S) == [f"\n{INTERACTIVE_JS}\n"]
+    else:
+        assert "<script" not in page.lower()
     assert set(re.findall(r"https?://[^\s\"'<>]*", page)) <= {SVG_XMLNS}
     svgs = re.findall(r"<svg\b.*?</svg>", page, flags=re.S)
     return [ET.fromstring(svg) for svg in svgs]
@@ -251,6 +256,20 @@ def test_result_kinds_and_unknown_documents():
     assert "Fit summary: f.json" in page and "metrics.rmse" in page
     assert "[1, {nested: &lt;b&gt;}]" in page and "<pre>" not in page  # a table, escaped
     assert "c.json looks like a causal discovery result but could not be read" in page
+
+
+def test_an_interactive_report_inlines_its_script_once_and_marks_every_framed_figure():
+    data = rotation_data()
+    page = build_report([("m.dynid", fitted(data=data))], [], data, interactive=True)
+    svgs = check_page(page, interactive=True)
+    framed = [svg for svg in svgs if svg.get("data-frame")]
+    assert framed and len(framed) == len(svgs)  # every figure here has axes
+    assert page.index("<script>") > page.index("</main>")  # after the figures it works on
+    # the frame maps pixels to data: the plot area's edges and the axis ranges at them
+    root = ET.fromstring(line_plot([Series("a", np.array([0.0, 10.0]), np.array([-1.0, 1.0]))]))
+    x0, x1, xlo, xhi, y0, y1, ylo, yhi = map(float, root.get("data-frame").split())
+    assert (xlo, xhi, ylo, yhi) == (0, 10, -1, 1) and x0 < x1 <= 640 and y1 < y0 <= 260
+    assert "<script" not in build_report([("m.dynid", fitted(data=data))], [], data)
 
 
 def test_empty_report_still_renders():

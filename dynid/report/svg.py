@@ -143,10 +143,10 @@ def _rotated(angle: int, x: float, y: float) -> str:
     return f' transform="rotate({angle} {_n(x)} {_n(y)})"'
 
 
-def _svg(width: float, height: float, label: str, body: list[str]) -> str:
+def _svg(width: float, height: float, label: str, body: list[str], extra: str = "") -> str:
     return (
         f'<svg xmlns="{SVG_NS}" width="{_n(width)}" height="{_n(height)}" '
-        f'viewBox="0 0 {_n(width)} {_n(height)}" role="img" aria-label="{esc(label)}" '
+        f'viewBox="0 0 {_n(width)} {_n(height)}" role="img" aria-label="{esc(label)}"{extra} '
         f'font-family="sans-serif" font-size="{FONT_PX}" fill="currentColor">'
         f"<title>{esc(label)}</title>" + "".join(body) + "</svg>"
     )
@@ -252,7 +252,15 @@ class _Frame:
         # Axis ranges come from nice ticks covering every finite value, so no clipping is needed.
         parts.extend(body)
         label = self.title or "figure"
-        return _svg(self.width, self.height, label, parts)
+        return _svg(self.width, self.height, label, parts, f' data-frame="{self.frame_attribute()}"')
+
+    def frame_attribute(self) -> str:
+        """The pixel-to-data mapping for the --interactive script's read-out: plot area x0 x1
+        (pixels) with the x range at its ends, then y0 y1 (pixels, bottom and top) with the y
+        range at its ends."""
+        x = (self.x0, self.x1, self.xticks[0], self.xticks[-1])
+        y = (self.y0, self.y1, self.yticks[0], self.yticks[-1])
+        return " ".join(f"{v:.10g}" for v in (*x, *y))
 
 
 def _finite_range(arrays: Sequence[np.ndarray]) -> tuple[float, float]:

@@ -1,6 +1,7 @@
 """The report's page skeleton: one self-contained HTML document with a short embedded stylesheet.
 
-No script, web font, image or stylesheet is fetched: the page opens offline and in print. Colours
+No script, web font, image or stylesheet is fetched: the page opens offline and in print; only
+``--interactive`` adds one small inline script of its own. Colours
 are a light and a dark palette chosen by ``prefers-color-scheme`` (figures draw in
 ``currentColor`` and translucent greys, so they follow), and print is forced light.
 """
@@ -39,6 +40,36 @@ nav{break-after:page}section{break-before:auto}figure,table,pre{break-inside:avo
 """.strip()
 
 
+# --interactive: zoom (wheel), pan (drag), reset (double-click) and a read-out of the data
+# coordinates under the pointer, on every figure that has axes (``svg._Frame`` marks them with
+# ``data-frame``). Hand-written, inlined once per page: 1.4 kB of script, 0.2 kB of style, and
+# about 60 bytes per figure for its ``data-frame``.
+INTERACTIVE_JS = """
+(()=>{const tip=document.createElement('div');tip.className='tip';tip.hidden=true;document.body.append(tip);
+const num=v=>Math.abs(v)>=1e5||(Math.abs(v)<1e-3&&v!==0)?v.toExponential(3):String(+v.toPrecision(4));
+for(const s of document.querySelectorAll('svg[data-frame]')){
+const f=s.dataset.frame.split(' ').map(Number),home=s.getAttribute('viewBox');let vb=home.split(' ').map(Number),drag=null;
+const at=e=>{const r=s.getBoundingClientRect();return[vb[0]+(e.clientX-r.left)/r.width*vb[2],vb[1]+(e.clientY-r.top)/r.height*vb[3]]};
+const show=()=>s.setAttribute('viewBox',vb.join(' '));
+s.addEventListener('wheel',e=>{e.preventDefault();const[p,q]=at(e),k=e.deltaY<0?0.8:1.25;
+vb=[p-(p-vb[0])*k,q-(q-vb[1])*k,vb[2]*k,vb[3]*k];show()},{passive:false});
+s.addEventListener('mousedown',e=>{drag=at(e);e.preventDefault()});
+addEventListener('mouseup',()=>{drag=null});
+s.addEventListener('dblclick',()=>{vb=home.split(' ').map(Number);show()});
+s.addEventListener('mouseleave',()=>{tip.hidden=true});
+s.addEventListener('mousemove',e=>{const[p,q]=at(e);
+if(drag){vb[0]+=drag[0]-p;vb[1]+=drag[1]-q;show();return}
+if(p<f[0]||p>f[1]||q<f[5]||q>f[4]){tip.hidden=true;return}
+const x=f[2]+(p-f[0])/(f[1]-f[0])*(f[3]-f[2]),y=f[6]+(q-f[4])/(f[5]-f[4])*(f[7]-f[6]);
+tip.textContent=num(x)+', '+num(y);tip.style.left=e.pageX+12+'px';tip.style.top=e.pageY+12+'px';tip.hidden=false})}})();
+""".strip()
+INTERACTIVE_CSS = (
+    "svg[data-frame]{cursor:crosshair}"
+    ".tip{position:absolute;pointer-events:none;background:var(--bg);border:1px solid #8888;"
+    "padding:1px 5px;font:12px ui-monospace,monospace}@media print{.tip{display:none}}"
+)
+
+
 @dataclass(frozen=True)
 class Section:
     """One top-level part of the report: ``anchor`` (an id), ``title`` (plain text) and
@@ -50,9 +81,11 @@ class Section:
 
 
 def render_page(
-    title: str, sections: Sequence[Section], *, generated_utc: str, version: str
+    title: str, sections: Sequence[Section], *, generated_utc: str, version: str,
+    interactive: bool = False,
 ) -> str:
-    """The whole HTML document: header, table of contents and the sections in order."""
+    """The whole HTML document: header, table of contents and the sections in order;
+    ``interactive`` adds ``INTERACTIVE_JS`` (and its style) once, at the end."""
     contents = "".join(
         f'<li><a href="#{esc(s.anchor)}">{esc(s.title)}</a></li>' for s in sections
     )
@@ -65,13 +98,19 @@ def render_page(
         f'<section id="{esc(s.anchor)}"><h2>{esc(s.title)}</h2>\n{s.body}\n</section>'
         for s in sections
     )
+    css, script, hint = CSS, "", ""
+    if interactive:
+        css += "\n" + INTERACTIVE_CSS
+        script = f"<script>\n{INTERACTIVE_JS}\n</script>\n"
+        hint = ('<p class="meta">Figures: scroll to zoom, drag to pan, double-click to reset; the '
+                "pointer's coordinates show beside it.</p>\n")
     return (
         "<!DOCTYPE html>\n"
         '<html lang="en">\n<head>\n<meta charset="utf-8">\n'
         '<meta name="viewport" content="width=device-width, initial-scale=1">\n'
         f'<meta name="generator" content="dynid {esc(version)}">\n'
-        f"<title>{esc(title)}</title>\n<style>\n{CSS}\n</style>\n</head>\n<body>\n"
+        f"<title>{esc(title)}</title>\n<style>\n{css}\n</style>\n</head>\n<body>\n"
         f"<header><h1>{esc(title)}</h1>\n"
-        f'<p class="meta">Generated {esc(generated_utc)} by dynid {esc(version)}</p></header>\n'
-        f"{toc}\n<main>\n{body}\n</main>\n</body>\n</html>\n"
+        f'<p class="meta">Generated {esc(generated_utc)} by dynid {esc(version)}</p>\n{hint}</header>\n'
+        f"{toc}\n<main>\n{body}\n</main>\n{script}</body>\n</html>\n"
     )
