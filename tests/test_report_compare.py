@@ -105,3 +105,13 @@ def test_dsr_measures_join_the_table_when_dynid_metrics_provides_them(monkeypatc
     expected = np.mean(np.abs(run[:80] - test.trials[-1].x))
     assert seen[0] == ((80, 2), (2000, 2))
     assert f"<td class=\"num\">{expected:.5g}</td>" in page
+
+
+def test_a_vpt_that_lasts_the_whole_window_is_shown_as_a_lower_bound():
+    train, test = rotation_data(), _test_data()
+    exact = score_model("exact", fitted(data=train), test, steps=20)
+    worse = score_model("worse", _damped(train), test, steps=20)
+    assert exact.vpt_censored and not worse.vpt_censored
+    page = build_report([("exact.dynid", fitted(data=train)), ("worse.dynid", _damped(train))],
+                        [], test, horizon=20)
+    assert "<td>\u2265 2</td>" in page

@@ -11,13 +11,14 @@ import numpy as np
 
 from dynid.data.dataset import Dataset
 from dynid.errors import DynidError
-from dynid.metrics.forecast import nrmse, valid_prediction_time
+from dynid.metrics.forecast import VPT_THRESHOLD, normalised_error, nrmse, valid_prediction_time
 from dynid.modelfile import ModelFile
 from dynid.report.dynamics import MAX_RESIDUALS, free_run, one_step_residuals
 from dynid.report.forecast import (
     HeldOutForecast, default_steps, forecast_figures, held_out_forecast, seen_in_fitting,
 )
 from dynid.report.html import note, table
+from dynid.report.svg import fmt
 from dynid.report.template import Section
 
 HEADER = [
@@ -35,7 +36,8 @@ SEEN = {True: "no (training data)", False: "yes", None: "unknown"}
 class ModelScore:
     """One model's row: errors normalised by the held-out trial's per-variable standard
     deviation; ``vpt`` in the data's time units (the first step whose normalised error exceeds
-    0.4, or the whole window); ``held_out``: whether the data were unseen in fitting (``SEEN``)."""
+    0.4, or the whole window: then ``vpt_censored``); ``held_out``: whether the data were
+    unseen in fitting (``SEEN``)."""
 
     path: str
     backend: str
@@ -47,6 +49,7 @@ class ModelScore:
     held_out: str
     forecast: HeldOutForecast | None
     dsr: dict[str, float | None] = field(default_factory=dict)
+    vpt_censored: bool = False
 
 
 def parameter_count(model_file: ModelFile) -> int:
@@ -113,7 +116,15 @@ def score_model(
         held_out=SEEN[seen_in_fitting(meta, data)],
         forecast=result,
         dsr=dsr_scores(model_file, data),
+        # Never above the threshold in the window: the VPT is at least the window.
+        vpt_censored=vpt is not None and bool(np.all(
+            normalised_error(result.predicted, result.actual, scale) <= VPT_THRESHOLD)),
     )
+
+
+def _vpt_cell(score: ModelScore) -> float | str | None:
+    """The VPT, or ">= VPT" when the forecast held over the whole window (censored)."""
+    return f"\u2265 {fmt(score.vpt)}" if score.vpt_censored else score.vpt
 
 
 def comparison_section(
@@ -139,7 +150,7 @@ def comparison_section(
             scores.append(outcome)
     dsr_columns = [column for column, _ in DSR_MEASURES if any(column in s.dsr for s in scores)]
     rows = [
-        (s.path, s.backend, s.one_step, s.multi_step, s.vpt, *(s.dsr.get(c) for c in dsr_columns),
+        (s.path, s.backend, s.one_step, s.multi_step, _vpt_cell(s), *(s.dsr.get(c) for c in dsr_columns),
          s.fit_seconds, s.parameters, s.held_out)
         for s in scores
     ]

@@ -25,6 +25,7 @@ h3{margin-top:1.5em}
 table{border-collapse:collapse;margin:.4em 0 1em;font-variant-numeric:tabular-nums}
 th,td{border:1px solid #8886;padding:.2em .6em;text-align:left;vertical-align:top;overflow-wrap:anywhere}
 thead th{background:#8882}
+th[scope=row]{white-space:nowrap;overflow-wrap:normal}
 td.num{text-align:right}
 pre,code{font:13px/1.4 ui-monospace,SFMono-Regular,Menlo,Consolas,monospace}
 pre{white-space:pre-wrap;overflow-wrap:anywhere;border:1px solid #8886;padding:.5em .7em;margin:.4em 0}
