@@ -1,5 +1,5 @@
 """The power-spectra model part: each variable's Welch spectrum of the data against that of a
-long free run of the model, on a log scale; a model that reproduces the dynamics (not only the
+long free run of the model, on log-log axes; a model that reproduces the dynamics (not only the
 next step) matches the data's peaks. Registers itself with ``sections.model_part``."""
 
 from __future__ import annotations
@@ -49,11 +49,14 @@ def _power_spectra(ctx: ModelContext) -> str | None:
     run = shared_free_run(ctx)
     simulated = welch_spectrum(run, model.dt_)
     figures = []
+    # Both axes logarithmic: the slow oscillations that carry most of the power sit in the
+    # first few bins of a linear frequency axis.
     for j, name in enumerate(model.variables_):
-        series = [Series("data", observed[0], _log10(observed[1][:, j]))]
+        series = [Series("data", _log10(observed[0]), _log10(observed[1][:, j]))]
         if simulated is not None:
-            series.append(Series("model", simulated[0], _log10(simulated[1][:, j]), dashed=True))
-        figures.append(figure(line_plot(series, title=name, xlabel="frequency (1/time)",
+            series.append(Series("model", _log10(simulated[0]), _log10(simulated[1][:, j]),
+                                 dashed=True))
+        figures.append(figure(line_plot(series, title=name, xlabel="log10 frequency (1/time)",
                                         ylabel="log10 power", width=320, height=240)))
     caption = (
         f"Welch power spectral density of the last trial of {data.source} ({trial.n_samples} "
@@ -65,7 +68,7 @@ def _power_spectra(ctx: ModelContext) -> str | None:
     return "<div>" + "".join(figures) + "</div>" + note(caption)
 
 
-def _log10(power: np.ndarray) -> np.ndarray:
-    """log10 of a power spectrum, NaN (a gap) where it is zero."""
+def _log10(values: np.ndarray) -> np.ndarray:
+    """log10 of frequencies or powers, NaN (a gap) where one is zero."""
     with np.errstate(divide="ignore"):
-        return np.where(power > 0, np.log10(np.where(power > 0, power, 1.0)), np.nan)
+        return np.where(values > 0, np.log10(np.where(values > 0, values, 1.0)), np.nan)
