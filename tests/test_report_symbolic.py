@@ -59,8 +59,12 @@ def test_a_symbolic_result_page_has_math_terms_and_a_pareto_front_and_no_dump():
     front = next(svg for svg in svgs if svg.find(f"{{{SVG_XMLNS}}}title").text == "Pareto front")
     path = front.find(f".//{{{SVG_XMLNS}}}path").get("d")
     assert path.count("L") == 2  # three sizes on one line
-    assert len(front.findall(f"{{{SVG_XMLNS}}}circle")) == 1  # the chosen model
+    radii = [c.get("r") for c in front.findall(f"{{{SVG_XMLNS}}}circle")]
+    # three sizes; the chosen one large (over the small dot of a one-point line)
+    assert sorted(radii) == ["2", "2.5", "2.5", "2.5", "6.0"]
     assert "Selection per equation" in page and "poly1" in page
+    selection = page.split("Selection per equation")[1]
+    assert re.findall(r'<th scope="col">([^<]+)</th>', selection)[:2] == ["variable", "library"]
 
 
 def test_an_equation_model_file_shows_typeset_equations_and_their_free_run():

@@ -114,13 +114,16 @@ def tick_labels(ticks: list[float]) -> list[str]:
 # -- shared drawing ------------------------------------------------------------------------------
 @dataclass(frozen=True)
 class Series:
-    """One line of a line plot: ``x`` (n,) and ``y`` (n,); non-finite points break the line."""
+    """One line of a line plot: ``x`` (n,) and ``y`` (n,); non-finite points break the line.
+    ``marker``: the radius (pixels) of a dot drawn at every finite point (0: none), for short
+    series whose points matter (a Pareto front)."""
 
     label: str
     x: np.ndarray
     y: np.ndarray
     dashed: bool = False
     color: str | None = None
+    marker: float = 0.0
 
 
 def _n(value: float) -> str:
@@ -309,6 +312,11 @@ def line_plot(
     ]
     for s, x, y, color in zip(series, xs, ys, colors):
         body.extend(_polyline(frame, x, y, color, s.dashed))
+        if s.marker > 0:
+            body.extend(
+                f'<circle cx="{_n(frame.x(xi))}" cy="{_n(frame.y(yi))}" r="{_n(s.marker)}" fill="{color}"/>'
+                for xi, yi in zip(x.tolist(), y.tolist()) if math.isfinite(xi) and math.isfinite(yi)
+            )
     return frame.render(body)
 
 

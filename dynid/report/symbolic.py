@@ -119,7 +119,7 @@ def selection_table(doc: dict[str, Any]) -> str:
     """One row per equation: the library chosen, its criterion, held-out R^2, ... (every
     scalar field of the equation's metrics, the Pareto front aside)."""
     entries = _equation_metrics(doc)
-    keys: list[str] = []
+    keys: list[str] = ["variable"] if any("variable" in e for e in entries) else []
     for entry in entries:
         keys.extend(k for k, v in entry.items() if k not in keys and k != _FRONT
                     and (v is None or isinstance(v, (str, int, float, bool))))
@@ -146,19 +146,19 @@ def pareto_figure(doc: dict[str, Any]) -> str:
         with np.errstate(divide="ignore"):
             y = np.where(rmse > 0, np.log10(np.where(rmse > 0, rmse, 1.0)), np.nan)
         label = derivative_text(str(entry.get("variable", index)), discrete)
-        series.append(Series(label, x, y, color=color))
+        series.append(Series(label, x, y, color=color, marker=2.5))
         chosen = [k for k, p in enumerate(front) if "criterion" in entry
                   and p.get("criterion") == entry["criterion"]]
-        if chosen:  # one isolated point: drawn as a dot, no legend entry of its own
+        if chosen:  # a larger dot, no legend entry of its own
             k = chosen[0]
-            series.append(Series("", x[k : k + 1], y[k : k + 1], color=color))
+            series.append(Series("", x[k : k + 1], y[k : k + 1], color=color, marker=6.0))
     if not series:
         return ""
     return h3("Pareto front") + figure(
         line_plot(series, title="Pareto front", xlabel="terms in the equation",
                   ylabel="log10 held-out RMSE", width=520, height=280),
-        "Each equation's best model of every size, by its error on held-out data; the dot "
-        "marks the model chosen by the selection criterion.",
+        "Each equation's best model of every size, by its error on held-out data; the large "
+        "dot marks the model chosen by the selection criterion.",
     )
 
 
