@@ -296,6 +296,7 @@ def test_ticks_are_nice_and_cover_the_range():
     assert tick_labels(nice_ticks(1.7e9, 1.7e9 + 90)) == [
         "1700000000", "1700000020", "1700000040", "1700000060", "1700000080", "1700000100"]
     assert tick_labels([-1e-5, 0.0, 1e-5]) == ["-1e-05", "0", "1e-05"]
+    assert tick_labels([0.0, 100.0, 200.0, 300.0]) == ["0", "100", "200", "300"]
     assert len(nice_ticks(3, 3)) >= 2 and nice_ticks(math.nan, math.inf) == nice_ticks(0, 1)
 
 

@@ -29,7 +29,7 @@ def test_a_training_curve_is_drawn_from_the_fit_metrics_on_a_log_axis():
     assert "Training curve" in _titles(page)
     assert "log10 loss" in page and "(50 of 50 epochs shown)" in page
     best = int(np.argmin(validation))
-    assert f"at epoch {best + 1} (the weights kept)" in page
+    assert f"at epoch {best + 1} (dotted; the weights kept)" in page
     # the fit metrics table does not dump the curve's lists
     assert "training_curve.loss" not in page
 

@@ -50,15 +50,17 @@ def _training_curve(ctx: ModelContext) -> str | None:
     if log:  # losses span decades: a log axis shows the late epochs too
         series = [Series(s.label, s.x, np.log10(s.y), s.dashed) for s in series]
     caption = f"Loss per epoch ({len(epochs)} of {int(epochs[-1])} epochs shown)."
+    marks: list[float] = []
     if "validation_loss" in curve:
         valid = _floats(curve["validation_loss"])
         if np.isfinite(valid).any():
             best = int(np.nanargmin(valid))
+            marks.append(float(epochs[best]))
             caption += (f" Lowest validation loss {fmt(valid[best])} at epoch {int(epochs[best])}"
-                        " (the weights kept).")
+                        " (dotted; the weights kept).")
     return figure(line_plot(series, title="Training curve", xlabel="epoch",
-                            ylabel="log10 loss" if log else "loss", width=520, height=260),
-                  caption)
+                            ylabel="log10 loss" if log else "loss", width=520, height=260,
+                            vlines=marks), caption)
 
 
 def _floats(values: list[Any]) -> np.ndarray:

@@ -108,6 +108,8 @@ def tick_labels(ticks: list[float]) -> list[str]:
     if step == 0 or largest == 0:
         return [fmt(t) for t in ticks]
     digits = math.floor(math.log10(largest)) - math.floor(math.log10(step)) + 2
+    # At least every digit before the point: 300 reads 300, not 3e+02.
+    digits = max(digits, math.floor(math.log10(largest)) + 1)
     return [fmt(t, min(max(digits, 1), 15)) for t in ticks]
 
 
