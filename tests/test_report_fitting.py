@@ -100,3 +100,20 @@ def test_the_model_section_shows_the_spectra_of_data_and_free_run():
     assert "<h3>Power spectra</h3>" in page and "log10 power" in page
     assert titles.count("x") >= 3  # overview, forecast, spectrum
     assert "free run of 2000 steps" in page
+
+
+def test_a_diverging_rollout_ends_the_error_curve_and_is_said():
+    from tests.test_report import LinearMap
+
+    class Blows(LinearMap):
+        def _simulate(self, history, steps, future_inputs):
+            out = super()._simulate(history, steps, future_inputs)
+            out[4:] = np.inf  # finite for four steps, then gone
+            return out
+
+    data = rotation_data(n=200)
+    model_file = fitted(Blows, data)
+    total, per_variable, _ = error_by_horizon(_context(model_file, data), 30)
+    assert np.isfinite(total[:4]).all() and np.isinf(total[4:]).all()
+    page = build_report([("m.dynid", model_file)], [], data, horizon=30)
+    assert "A rollout diverges after 4 steps; the curves stop there." in page
