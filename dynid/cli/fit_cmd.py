@@ -8,6 +8,7 @@ from dynid.cli import completion
 from dynid.cli.each import EachSpec
 from dynid.cli.options import DataOptions, LabelsOption, OutputPath, ParamsOption, RunOptions, TrainingFlags, with_options
 from dynid.cli.output import Output
+from dynid.cli.report_cmd import ReportPath
 
 # The model file written without -o, per input: "lorenz.csv" -> "lorenz.sindy.dynid".
 DEFAULT_OUTPUT = "{stem}.{model}.dynid"
@@ -25,6 +26,7 @@ def fit(
     param: ParamsOption = None,
     output: OutputPath = None,
     labels: LabelsOption = None,
+    report: ReportPath = None,
     *,
     data: DataOptions,
     run: RunOptions,
@@ -78,6 +80,13 @@ def fit(
     path = output or _default_path(data_files[0], model)
     save_model(result.model, path, result.metadata)
     meta = result.metadata
+    if report:
+        from dynid.cli.report_cmd import run_model, write_run_report
+
+        # The report's data are the model's variables: without the --labels column.
+        shown = dataset if labels is None else api.split_labels(dataset, labels)[0]
+        write_run_report(report, models=[run_model(path, result.model, meta)], results=[],
+                         data=shown, out=out)
     if out.json_mode:
         from dynid.documents import FIT, tagged
 

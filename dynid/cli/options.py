@@ -235,6 +235,10 @@ def with_options(
             if each is not None and batch.each:
                 from dynid.cli.batch import run_each
 
+                if kwargs.get("report"):
+                    raise UsageError("--report writes the report of one run; with --each, write the "
+                                     "outputs with -o PATTERN and run 'dynid report' on them")
+
                 return run_each(key, each, kwargs, batch, out)
             if batch is not None:
                 # Only the batch's own flags: symbolic's --jobs and training's --resume mean
