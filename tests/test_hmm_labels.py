@@ -97,3 +97,14 @@ def test_labels_for_a_model_without_discrete_states_are_refused(cli, tmp_path):
     path = write_csv(tmp_path / "d.csv", np.column_stack([x[:100], labels[:100]]), ["a", "b", "regime"], dt=0.1)
     result = cli("fit", path, "--model", "var", "--labels", "regime", "-o", str(tmp_path / "m.dynid"))
     assert result.returncode == 2 and "no discrete states" in result.stderr.decode(), result.stderr
+
+
+def test_fit_report_shows_the_regimes_of_the_data_without_the_label_column(cli, tmp_path):
+    _, x, labels = labelled_data(seed=6)
+    path = write_csv(tmp_path / "d.csv", np.column_stack([x[:300], labels[:300]]), ["a", "b", "regime"], dt=0.1)
+    report = tmp_path / "r.html"
+    result = cli("fit", path, "--model", "hmm", "-p", "states=3", "--labels", "regime",
+                 "-o", str(tmp_path / "m.dynid"), "--report", str(report))
+    assert result.returncode == 0, result.stderr
+    page = report.read_text()
+    assert "Regimes over time" in page and "differ from the model" not in page
