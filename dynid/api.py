@@ -79,6 +79,12 @@ def fit(
     known = None
     if labels is not None:
         data, known = split_labels(data, labels)
+        if not backend.capabilities.nan and any(np.isnan(trial.x).any() for trial in data.trials):
+            raise DataError(
+                f"{data.source}: the state columns have missing values, which the {model} backend "
+                "cannot use; with --labels the rows are read as they are (an empty label means "
+                "unknown, so --nan cannot apply), so fill or drop those rows first"
+            )
     chosen = resolve_device(device, f"the {model} backend", backend.capabilities.cuda)
     seed_everything(seed)
     started = time.perf_counter()

@@ -82,6 +82,12 @@ def test_fit_and_states_commands_read_the_label_column(cli, tmp_path):
     assert cli("fit", path, "--model", "hmm", "--columns", "a,b", "--labels", "regime", "-o", model_path).returncode == 0
     refused = cli("fit", path, "--model", "hmm", "--labels", "regime", "--nan", "drop", "-o", model_path)
     assert refused.returncode == 2 and "--labels" in refused.stderr.decode()
+    # So missing state values cannot be cut out: hmm says what to do instead.
+    gappy = np.column_stack([x[:400], labels[:400]])
+    gappy[10, 0] = np.nan
+    gappy_path = write_csv(tmp_path / "gappy.csv", gappy, ["a", "b", "regime"], dt=0.1)
+    refused = cli("fit", gappy_path, "--model", "hmm", "--labels", "regime", "-o", model_path)
+    assert refused.returncode == 3 and "fill or drop those rows" in refused.stderr.decode(), refused.stderr
 
 
 @pytest.mark.parametrize("labels, code, message", [("nope", 2, "not among"), ("a", 3, "state number")])
