@@ -28,6 +28,7 @@ mixture of regimes that changes every step (an information-form chain, not one (
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import cached_property
 
 import numpy as np
 
@@ -63,8 +64,10 @@ class Switching:
     def n_latent(self) -> int:
         return self.dynamics.shape[1]
 
-    def energy_matrices(self) -> tuple[np.ndarray, np.ndarray]:
-        """G_k (K, 2n+1, 2n+1) of the module docstring and log det Q_k (K,)."""
+    @cached_property
+    def energy(self) -> tuple[np.ndarray, np.ndarray]:
+        """G_k (K, 2n+1, 2n+1) of the module docstring and log det Q_k (K,); computed once per
+        parameter set (every sweep of every trial uses them twice)."""
         k, n = self.offsets.shape
         w = np.concatenate([np.broadcast_to(np.eye(n), (k, n, n)), -self.dynamics, -self.offsets[:, :, None]], axis=2)
         factors = np.linalg.cholesky(self.noise)
@@ -110,7 +113,7 @@ class TrialPosterior:
 def latent_chain(model: Switching, y: np.ndarray, regime_probabilities: np.ndarray) -> LatentChain:
     """q(z) for observations y (T, p) (NaN = missing) given q(s) probabilities (T, K)."""
     steps, n = y.shape[0], model.n_latent
-    g, _ = model.energy_matrices()
+    g, _ = model.energy
     # The expected dynamics energy of step t >= 1: 1/2 x_t^T H_t x_t, H_t = sum_k q(s_t = k) G_k.
     h_dyn = (regime_probabilities[1:] @ g.reshape(g.shape[0], -1)).reshape(steps - 1, 2 * n + 1, 2 * n + 1)
     diagonal = np.zeros((steps, n, n))
@@ -163,7 +166,7 @@ def _solve_block_tridiagonal(diagonal: np.ndarray, lower: np.ndarray, linear: np
 
 def regime_log_densities(model: Switching, latent: LatentChain) -> np.ndarray:
     """E_q(z)[log N(z_t; A_k z_{t-1} + b_k, Q_k)] (T, K), 0 at t = 0 (z_0 has its own prior)."""
-    g, log_dets = model.energy_matrices()
+    g, log_dets = model.energy
     k, n = g.shape[0], latent.means.shape[1]
     moments = latent.second_moments().reshape(-1, (2 * n + 1) ** 2)
     out = np.zeros((latent.means.shape[0], k))
