@@ -21,7 +21,7 @@ from dynid.documents import CAUSAL, INFO, SCORE, SYMBOLIC, tagged
 from dynid.errors import DataError, Diverged, UsageError
 from dynid.metrics import valid_prediction_time
 from dynid.models import registry
-from dynid.models.base import Backend, Hyperparameters, LatentStates
+from dynid.models.base import Backend, Hyperparameters, LatentStates, check_labels
 from dynid.runtime import resolve_device, seed_everything
 from dynid.training import TrainingOptions
 
@@ -64,6 +64,7 @@ def fit(
     device: str = "auto",
     progress: Any = None,
     training: TrainingOptions | None = None,
+    labels: str | None = None,
 ) -> FitResult:
     """Fit backend ``model`` (a registry name) on ``data``.
 
@@ -72,6 +73,8 @@ def fit(
     UsageError for an unknown key (naming the valid ones) or a value of the wrong type.
     training: ``--max-time``, checkpoints and threads, for backends that train a network
     (UsageError for others when any is set).
+    labels: a column of ``data`` holding known discrete states (0, 1, ...; NaN = unknown) that
+    fix those rows' states (``--labels``; hmm, arhmm, slds); it is not a state variable.
     """
     from dynid.modelfile import describe_fit
 
@@ -80,10 +83,19 @@ def fit(
         raise UsageError(f"--max-time, --checkpoint, --resume and --threads: the {model} "
                          "backend trains no network")
     hyper = backend.Params.build(params)
+    known = None
+    if labels is not None:
+        data, known = split_labels(data, labels)
+        if not backend.capabilities.nan and any(np.isnan(trial.x).any() for trial in data.trials):
+            raise DataError(
+                f"{data.source}: the state columns have missing values, which the {model} backend "
+                "cannot use; with --labels the rows are read as they are (an empty label means "
+                "unknown, so --nan cannot apply), so fill or drop those rows first"
+            )
     chosen = resolve_device(device, f"the {model} backend", backend.capabilities.cuda)
     seed_everything(seed)
     started = time.perf_counter()
-    fitted = backend(hyper).fit(data, seed=seed, device=chosen, progress=progress)
+    fitted = backend(hyper).fit(data, seed=seed, device=chosen, progress=progress, labels=known)
     seconds = time.perf_counter() - started
     return FitResult(fitted, describe_fit(fitted, data, seed=seed, device=chosen, fit_seconds=seconds))
 
@@ -138,13 +150,41 @@ def forecast(
     return Forecast(t=t, x=x, variables=model.variables_)
 
 
-def states(model: Backend, data: Dataset) -> LatentStates:
+def states(model: Backend, data: Dataset, labels: str | None = None) -> LatentStates:
     """The hidden states of every sample of ``data`` (``dynid states``): smoothed latent means
     and standard deviations for continuous latent models. UsageError for models without
-    hidden states; NaN cells are fine where the model handles missing values."""
+    hidden states; NaN cells are fine where the model handles missing values. labels: as
+    ``fit``'s, a column of known states that the inference keeps."""
+    if labels is None:
+        _check_variables(model, data)
+        check_step(model, data)  # the filter steps by the model's dt, sample by sample
+        return model.states(data)
+    data, known = split_labels(data, labels)
     _check_variables(model, data)
-    check_step(model, data)  # the filter steps by the model's dt, sample by sample
-    return model.states(data)
+    check_step(model, data)
+    check_labels(data, known, model)
+    return model.states(data, labels=known)
+
+
+def split_labels(data: Dataset, column: str) -> tuple[Dataset, list[np.ndarray]]:
+    """``data`` without its column ``column``, and that column per trial as known states:
+    (n_samples,) integers, -1 where the cell is empty (NaN). UsageError if there is no such
+    column; DataError for a label that is not a state number 0, 1, 2, ..."""
+    if column not in data.variables:
+        raise UsageError(f"--labels {column}: not among the data's columns ({', '.join(data.variables)})")
+    index = data.variables.index(column)
+    rest = [i for i in range(data.n_variables) if i != index]
+    if not rest:
+        raise UsageError(f"--labels {column}: the data need state columns besides the labels")
+    known = []
+    for trial in data.trials:
+        values = trial.x[:, index]
+        given = ~np.isnan(values)
+        if np.any(given & ((values < 0) | (values != np.round(values)))):
+            raise DataError(f"{data.source}: --labels {column}: a label must be a state number 0, 1, 2, ... or empty")
+        known.append(np.where(given, values, -1).astype(np.intp))
+    trials = [Trial(trial.t, trial.x[:, rest], trial.u) for trial in data.trials]
+    return data.with_trials(trials, variables=tuple(data.variables[i] for i in rest)), known
 
 
 def score(

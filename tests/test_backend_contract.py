@@ -39,6 +39,7 @@ CONTRACT_PARAMS: dict[str, list[str]] = {
     "hmm": ["states=2", "restarts=1"],
     "arhmm": ["states=2", "restarts=1"],
     "edm": ["max_E=2"],
+    "slds": ["regimes=2", "restarts=1", "max_iter=10"],
 }
 N_SAMPLES = 300
 HORIZON = 25

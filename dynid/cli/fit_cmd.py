@@ -6,8 +6,9 @@ import typer
 
 from dynid.cli import completion
 from dynid.cli.each import EachSpec
-from dynid.cli.options import DataOptions, OutputPath, ParamsOption, RunOptions, TrainingFlags, with_options
+from dynid.cli.options import DataOptions, LabelsOption, OutputPath, ParamsOption, RunOptions, TrainingFlags, with_options
 from dynid.cli.output import Output
+from dynid.cli.report_cmd import ReportPath
 
 # The model file written without -o, per input: "lorenz.csv" -> "lorenz.sindy.dynid".
 DEFAULT_OUTPUT = "{stem}.{model}.dynid"
@@ -24,6 +25,8 @@ def fit(
     model: Annotated[str, typer.Option("--model", "-m", help="Backend name ('dynid models' lists them), or auto: fit every applicable backend, keep the best on held-out data.", autocompletion=completion.models)],
     param: ParamsOption = None,
     output: OutputPath = None,
+    labels: LabelsOption = None,
+    report: ReportPath = None,
     *,
     data: DataOptions,
     run: RunOptions,
@@ -50,9 +53,9 @@ def fit(
     if model == "auto":
         if param:
             raise UsageError("-p sets one backend's hyperparameters; --model auto uses their defaults")
-        if training.checkpoint or training.resume or training.threads:
+        if training.checkpoint or training.resume or training.threads or labels:
             raise UsageError("--model auto takes --max-time (its search budget) but not "
-                             "--checkpoint, --resume or --threads")
+                             "--checkpoint, --resume, --threads or --labels")
         dataset = data.load(data_files, out=out)
         with out.status("fitting every applicable backend"):
             auto = fit_auto(dataset, max_time=training.max_time, seed=run.seed, device=run.device,
@@ -63,7 +66,7 @@ def fit(
     else:
         backend = registry.get(model)
         hyper = backend.Params.parse(param or [])
-        dataset = data.load(data_files, nan_default="keep" if backend.capabilities.nan else "split", out=out)
+        dataset = data.with_labels(labels).load(data_files, nan_default="keep" if backend.capabilities.nan else "split", out=out)
         out.debug(f"fitting {model} on {dataset.n_trials} trial(s), {dataset.n_samples} samples")
         options = training.options(out)
         # A training backend shows its own progress; a spinner would fight it for the line.
@@ -71,12 +74,19 @@ def fit(
         with spinner:
             try:
                 result = api.fit(dataset, model, hyper, seed=run.seed, device=run.device,
-                                 training=options)
+                                 training=options, labels=labels)
             finally:
                 options.progress.close()
     path = output or _default_path(data_files[0], model)
     save_model(result.model, path, result.metadata)
     meta = result.metadata
+    if report:
+        from dynid.cli.report_cmd import run_model, write_run_report
+
+        # The report's data are the model's variables: without the --labels column.
+        shown = dataset if labels is None else api.split_labels(dataset, labels)[0]
+        write_run_report(report, models=[run_model(path, result.model, meta)], results=[],
+                         data=shown, out=out)
     if out.json_mode:
         from dynid.documents import FIT, tagged
 

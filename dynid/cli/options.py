@@ -8,6 +8,7 @@ is imported for ``dynid --help``.
 """
 
 import csv
+import dataclasses
 import functools
 import inspect
 from dataclasses import dataclass, fields
@@ -65,6 +66,20 @@ class DataOptions:
             for note in data.notes:
                 out.info(note)
         return data
+
+    def with_labels(self, column: Optional[str]) -> "DataOptions":
+        """These options, reading also the --labels ``column`` (if any), with the rows as they
+        are: an empty label means unknown, not missing, and --nan would cut or fill the label
+        column too."""
+        if column is None:
+            return self
+        if self.nan is not None:
+            raise UsageError("--labels reads the rows as they are (an empty label means unknown); "
+                             "drop --nan and give state columns without gaps")
+        columns = split_names(self.columns)
+        if columns is not None and column not in columns:
+            columns.append(column)
+        return dataclasses.replace(self, columns=None if columns is None else join_names(columns), nan="keep")
 
 
 @dataclass(frozen=True)
@@ -220,6 +235,10 @@ def with_options(
             if each is not None and batch.each:
                 from dynid.cli.batch import run_each
 
+                if kwargs.get("report"):
+                    raise UsageError("--report writes the report of one run; with --each, write the "
+                                     "outputs with -o PATTERN and run 'dynid report' on them")
+
                 return run_each(key, each, kwargs, batch, out)
             if batch is not None:
                 # Only the batch's own flags: symbolic's --jobs and training's --resume mean
@@ -249,5 +268,9 @@ def _shared(kwargs: dict[str, Any], name: str) -> Any:
 ParamsOption = Annotated[
     Optional[list[str]],
     typer.Option("--param", "-p", help="Hyperparameter KEY=VALUE (repeatable); see 'dynid models'."),
+]
+LabelsOption = Annotated[
+    Optional[str],
+    typer.Option("--labels", help="Column of known discrete states (0, 1, ...; empty = unknown) that fix those rows' states (hmm, arhmm, slds); not a state variable.", rich_help_panel=DATA_PANEL),
 ]
 OutputPath = Annotated[Optional[str], typer.Option("--output", "-o", help="Where to write the result ('-' = stdout).")]

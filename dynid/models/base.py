@@ -42,6 +42,8 @@ class Capabilities:
     stochastic: bool = False
     # Trains a network through dynid.training (takes --max-time, --checkpoint, --resume, --threads).
     training: bool = False
+    # Discrete hidden states that rows of known state can fix (--labels; fit and states).
+    labels: bool = False
 
 
 @dataclass(frozen=True)
@@ -121,9 +123,15 @@ class Backend(ABC):
         seed: int | None = None,
         device: str = "cpu",
         progress: Any = None,
+        labels: list[np.ndarray] | None = None,
     ) -> Backend:
-        """Learn from ``data``; returns self. Raises DataError if the data do not suit."""
+        """Learn from ``data``; returns self. Raises DataError if the data do not suit.
+
+        labels: per trial (n_samples,) known discrete states, -1 where unknown (``--labels``),
+        for backends with ``capabilities.labels`` (UsageError for others)."""
         caps = self.capabilities
+        if labels is not None:
+            check_labels(data, labels, self)
         if caps.uniform_steps and data.dt is None:
             raise DataError(
                 f"{data.source}: the {self.name} backend needs uniform time steps but the sampling "
@@ -136,7 +144,10 @@ class Backend(ABC):
         self.variables_ = tuple(data.variables)
         self.inputs_ = tuple(data.inputs)
         self.dt_ = data.dt if data.dt is not None else _median_step(data)
-        self._fit(data, seed=seed, device=device, progress=progress)
+        if labels is None:
+            self._fit(data, seed=seed, device=device, progress=progress)
+        else:
+            self._fit_labelled(data, labels, seed=seed, device=device, progress=progress)
         return self
 
     def simulate(
@@ -218,6 +229,12 @@ class Backend(ABC):
     def _load_arrays(self, arrays: dict[str, np.ndarray]) -> None:
         """Set learned state from ``arrays``, checking names and shapes with ``expect_array``."""
 
+    def _fit_labelled(
+        self, data: Dataset, labels: list[np.ndarray], *, seed: int | None, device: str, progress: Any
+    ) -> None:
+        """``_fit`` with partially known discrete states; backends with ``capabilities.labels``."""
+        raise NotImplementedError
+
     # -- optional, shown by info/report when present -------------------------------------------
     def equations(self) -> list[tuple[str, str]] | None:
         """(lhs, rhs) pairs of the identified equations, if the model has them."""
@@ -263,8 +280,9 @@ class Backend(ABC):
         return StepMap(state=start, step=step, stride=WINDOW_STRIDE)
 
     # -- optional, for models with hidden states or a predictive distribution ----------------
-    def states(self, data: Dataset) -> LatentStates:
-        """The hidden states of ``data`` (``dynid states``); UsageError for models without."""
+    def states(self, data: Dataset, labels: list[np.ndarray] | None = None) -> LatentStates:
+        """The hidden states of ``data`` (``dynid states``); UsageError for models without.
+        labels: as ``fit``'s, for backends with ``capabilities.labels``."""
         raise UsageError(
             f"the {self.name} model has no hidden states; fit a latent-state model (lds, hmm, arhmm)"
         )
@@ -305,6 +323,18 @@ def expect_array(
     ):
         raise DataError(f"model array {name!r} has shape {array.shape}, expected {shape}")
     return array
+
+
+def check_labels(data: Dataset, labels: list[np.ndarray], model: Backend) -> None:
+    """UsageError unless ``model`` takes labels; ValueError unless there is one (n_samples,)
+    integer array per trial of ``data``."""
+    if not model.capabilities.labels:
+        raise UsageError(f"--labels: the {model.name} model has no discrete states to fix; fit hmm, arhmm or slds")
+    if len(labels) != data.n_trials or any(
+        np.shape(known) != (trial.n_samples,) or not np.issubdtype(np.asarray(known).dtype, np.integer)
+        for known, trial in zip(labels, data.trials)
+    ):
+        raise ValueError("labels: one integer array of n_samples per trial")
 
 
 def _refuse_missing_values(data: Dataset, backend: str) -> None:

@@ -19,6 +19,7 @@ _BACKENDS: dict[str, str] = {
     "ngrc": "dynid.models.reservoir.ngrc:NGRC",
     "hmm": "dynid.models.latent.hmm:HMM",
     "arhmm": "dynid.models.latent.hmm:ARHMM",
+    "slds": "dynid.models.latent.slds:SLDS",
     "koopman": "dynid.models.operator.koopman:Koopman",
     "edm": "dynid.models.edm:EDM",
 }
