@@ -32,7 +32,7 @@ def score(
     data: DataOptions,
     out: Output,
 ) -> None:
-    """Score models by multi-step rollouts (RMSE, NRMSE, valid prediction time) and by how a long free run reproduces DATA's attractor (D_stsp, D_H).
+    """Score models: rollout errors, valid prediction time, and a long free run's D_stsp and D_H against DATA.
 
     VPT: the first time the RMS over variables of the error divided by each variable's standard deviation in DATA exceeds 0.4, averaged over the rollouts (">=" when some rollouts were still valid at the horizon).
 
