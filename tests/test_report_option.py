@@ -47,7 +47,7 @@ def test_symbolic_report_shows_the_identified_model(tmp_path):
     page = (tmp_path / "sym.html").read_text(encoding="utf-8")
     check_page(page)
     assert _sections(page)[1] == "Model: model (not saved) (symbolic)"
-    assert page.count('<math display="block">') == 3 and "<h3>Free run of the equations</h3>" in page
+    assert page.count('<math display="block"') == 3 and "<h3>Free run of the equations</h3>" in page
 
 
 def test_causal_report_shows_the_graph(tmp_path):

@@ -94,7 +94,7 @@ def test_model_reports_show_the_dynamics(sample_reports):
 def test_symbolic_reports_typeset_and_plot_instead_of_dumping(sample_reports):
     for name in ("symbolic", "results"):
         page = sample_reports[name].read_text(encoding="utf-8")
-        assert page.count('<math display="block">') == 3  # dx/dt, dy/dt, dz/dt
+        assert page.count('<math display="block"') == 3  # dx/dt, dy/dt, dz/dt
         assert "95% interval" in page and "inclusion probability" in page
         assert 'aria-label="Pareto front"' in page
         assert "<pre>" not in page and "{variable:" not in page

@@ -14,11 +14,14 @@ import numpy as np
 from dynid.models.base import Backend
 from dynid.report.html import Markup, cut, figure, flatten, h3, note, table
 from dynid.report.svg import PALETTE, Series, esc, fmt, line_plot
+from dynid.symbolic.formatting import equation_text
 
 # Term fields that are shown in their own column or are internal (the library's coordinates).
 _TERM_COLUMNS = {"term": "term", "coefficient": "coefficient", "interval": "95% interval",
                  "inclusion_probability": "inclusion probability"}
 _INTERNAL = {"feature"}
+# Significant digits of the typeset coefficients (and of their plain-text alttext).
+_DIGITS = 5
 # Per-equation metrics shown as a figure rather than in the selection table.
 _FRONT = "pareto"
 
@@ -70,7 +73,7 @@ def equation_mathml(equation: dict[str, Any], symbols: dict[str, str], discrete:
     for k, term in enumerate(equation.get("terms", [])):
         c = float(term["coefficient"])
         sign = "<mo>\u2212</mo>" if c < 0 else ("<mo>+</mo>" if k else "")
-        magnitude = f"<mn>{esc(fmt(abs(c)))}</mn>"
+        magnitude = f"<mn>{esc(fmt(abs(c), _DIGITS))}</mn>"
         expression = _parsed(str(term["term"]), symbols)
         if expression is None:
             factor = f"<mtext>{esc(term['term'])}</mtext>"
@@ -82,7 +85,10 @@ def equation_mathml(equation: dict[str, Any], symbols: dict[str, str], discrete:
         rhs.append(sign + magnitude + ("" if one else f"<mo>&#x2062;</mo>{factor}"))
     right = "".join(rhs) or "<mn>0</mn>"
     left = lhs_mathml(str(equation["lhs"]), discrete)
-    return f'<math display="block"><mrow>{left}<mo>=</mo>{right}</mrow></math>'
+    # The plain line as alttext: read by screen readers, found by search, kept when copied.
+    alt = esc(equation_text(equation, discrete, precision=_DIGITS))
+    return (f'<math display="block" alttext="{alt}"><mrow>{left}<mo>=</mo>{right}</mrow>'
+            "</math>")
 
 
 def derivative_text(symbol: str, discrete: bool) -> str:
