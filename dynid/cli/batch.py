@@ -100,6 +100,7 @@ def run_each(key: str, spec: EachSpec, kwargs: dict[str, Any], batch: BatchOptio
     from dynid import runner
     from dynid.documents import batch_line
 
+    runner.check_executor(batch.executor, batch.scheduler, batch.jobs)
     jobs = _jobs(spec, kwargs, out)
     runner.check_distinct(jobs)  # over all inputs, so that every shard agrees
     shard = runner.Shard.parse(batch.shard) if batch.shard else runner.Shard.from_environment(os.environ)
@@ -121,7 +122,8 @@ def run_each(key: str, spec: EachSpec, kwargs: dict[str, Any], batch: BatchOptio
     task = CommandTask(key, spec, _inner_kwargs(kwargs), {"json": out.json_mode, "quiet": out.quiet, "verbose": out.verbose})
     failed = 0
     try:
-        for job, outcome in runner.run_jobs(task, jobs, batch.jobs or 1):
+        for job, outcome in runner.run_jobs(task, jobs, batch.jobs or 1, executor=batch.executor,
+                                            scheduler=batch.scheduler, preload=(key.partition(":")[0],)):
             if outcome.exit_code == UsageError.exit_code:
                 raise UsageError(outcome.error or "bad usage")
             if outcome.error is not None:
