@@ -16,7 +16,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from dynid.data.table import Table
+from dynid.data.table import Table, check_unique_names
 from dynid.data.times import parse_iso_datetimes
 from dynid.errors import DataError, UsageError
 
@@ -61,8 +61,8 @@ def read_delimited(
     """Read a delimited file (path, or bytes for stdin). ``default_sep`` comes from the suffix."""
     head = _head(source, name)
     notes: list[str] = []
-    encoding = "utf-8-sig"
-    text = _decode(head, "utf-8-sig")
+    encoding = _unicode_encoding(head)
+    text = _decode(head, encoding)
     if text is None:
         encoding = "cp1252"
         text = head.decode(encoding, errors="replace")
@@ -77,6 +77,7 @@ def read_delimited(
         if sep != default_sep:
             notes.append(f"{name}: columns separated by {SEPARATOR_NAMES[sep]} (sniffed; force with --sep)")
     _check_widths(lines, sep, name)
+    check_unique_names((field.strip() for field in _fields(lines[0], sep)), name)
     if decimal is None:
         decimal = _sniff_decimal(lines[1:], sep, name)
         if decimal == ",":
@@ -98,6 +99,16 @@ def _head(source: str | io.BytesIO, name: str) -> bytes:
             return handle.read(_SNIFF_BYTES)
     except (OSError, EOFError) as exc:
         raise DataError(f"{name}: cannot read ({exc})") from None
+
+
+def _unicode_encoding(head: bytes) -> str:
+    """UTF-32 or UTF-16 when ``head`` starts with their byte order mark (Windows tools write
+    "Unicode" text so), else UTF-8 (its own mark skipped)."""
+    if head.startswith((codecs.BOM_UTF32_LE, codecs.BOM_UTF32_BE)):
+        return "utf-32"
+    if head.startswith((codecs.BOM_UTF16_LE, codecs.BOM_UTF16_BE)):
+        return "utf-16"
+    return "utf-8-sig"
 
 
 def _decode(head: bytes, encoding: str) -> str | None:

@@ -19,6 +19,9 @@ from dynid.errors import DataError, UsageError
 
 NanPolicy = Literal["split", "error", "drop", "interpolate", "keep"]
 NAN_POLICIES = ("split", "error", "drop", "interpolate", "keep")
+# Largest magnitude of a value: beyond it squares overflow float64 (max 1.8e308), so that least
+# squares, variances and errors turn into inf or NaN. Such numbers need rescaling, not fitting.
+LARGEST_MAGNITUDE = 1e150
 
 
 def load(
@@ -242,6 +245,12 @@ def _table_trials(
     if np.isinf(values).any():
         row, col = np.argwhere(np.isinf(values))[0]
         raise DataError(f"{where}: column {names[col]!r} is infinite at row {row + 1}")
+    with np.errstate(invalid="ignore"):  # NaN compares False: missing values are handled below
+        huge = np.abs(values) > LARGEST_MAGNITUDE
+    if huge.any():
+        row, col = np.argwhere(huge)[0]
+        raise DataError(f"{where}: column {names[col]!r} is {values[row, col]:.3g} at row {row + 1}, too large "
+                        "to compute with (its square overflows); rescale the column")
     missing = np.isnan(values)
     if not missing.any() or nan == "keep":
         return _nonempty([Trial(t, x, u)], where)
