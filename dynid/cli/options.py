@@ -66,6 +66,22 @@ class DataOptions:
                 out.info(note)
         return data
 
+    def stream(self, spec: str, *, out: Optional[Output] = None):  # type: ignore[no-untyped-def]
+        """``spec`` with these options as a Stream read in chunks (``dynid.data.stream``)."""
+        from dynid.data.stream import open_stream
+
+        given = [flag for flag, value in (("--trial-column", self.trial_column), ("--resample", self.resample)) if value]
+        if given:
+            raise UsageError(f"{spec}: {', '.join(given)} need(s) the whole file in memory, and it is too large; "
+                             "raise --max-memory if the machine has it")
+        stream = open_stream(spec, columns=split_names(self.columns), time_column=self.time_column, dt=self.dt,
+                             inputs=split_names(self.inputs), nan=self.nan or "split",  # type: ignore[arg-type]
+                             sep=self.sep, decimal=self.decimal)
+        if out is not None:
+            for note in stream.notes:
+                out.info(note)
+        return stream
+
 
 @dataclass(frozen=True)
 class RunOptions:

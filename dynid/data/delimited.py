@@ -12,6 +12,7 @@ import csv
 import gzip
 import io
 import re
+from collections.abc import Iterator
 from dataclasses import dataclass
 
 import numpy as np
@@ -59,6 +60,19 @@ def read_delimited(
     source: str | io.BytesIO, name: str, *, default_sep: str, sep: str | None = None, decimal: str | None = None
 ) -> Table:
     """Read a delimited file (path, or bytes for stdin). ``default_sep`` comes from the suffix."""
+    fmt, notes = sniff_format(source, name, default_sep=default_sep, sep=sep, decimal=decimal)
+    frame = _parse(source, name, fmt)
+    table = _to_table(frame, name)
+    table.notes[:0] = notes
+    return table
+
+
+def sniff_format(
+    source: str | io.BytesIO, name: str, *, default_sep: str, sep: str | None = None, decimal: str | None = None
+) -> tuple[Format, list[str]]:
+    """The file's Format from its first lines (``sep``/``decimal`` when forced), and notes on
+    anything but UTF-8, commas and decimal points; DataError for an empty file, a header that
+    disagrees with the rows, or repeated column names."""
     head = _head(source, name)
     notes: list[str] = []
     encoding = _unicode_encoding(head)
@@ -82,10 +96,26 @@ def read_delimited(
         decimal = _sniff_decimal(lines[1:], sep, name)
         if decimal == ",":
             notes.append(f"{name}: decimal comma (sniffed; force with --decimal)")
-    frame = _parse(source, name, Format(sep, decimal, encoding))
-    table = _to_table(frame, name)
-    table.notes[:0] = notes
-    return table
+    return Format(sep, decimal, encoding), notes
+
+
+def read_delimited_chunks(path: str, fmt: Format, rows: int) -> Iterator[Table]:
+    """The file at ``path`` as Tables of ``rows`` rows each (the last may be shorter), read one
+    at a time so that memory holds one chunk, not the file (pandas' C parser, which reads in
+    chunks; pyarrow's does not)."""
+    import pandas as pd
+
+    try:
+        reader = pd.read_csv(path, sep=fmt.sep, decimal=fmt.decimal, encoding=fmt.encoding, engine="c",
+                             index_col=False, chunksize=rows)
+        with reader:
+            for frame in reader:
+                yield _to_table(frame, path)
+    except pd.errors.EmptyDataError:
+        raise DataError(f"{path}: empty file") from None
+    except (pd.errors.ParserError, UnicodeDecodeError, OSError, EOFError, ValueError) as exc:
+        first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        raise DataError(f"{path}: cannot parse as text columns: {first}") from None
 
 
 def _head(source: str | io.BytesIO, name: str) -> bytes:
