@@ -26,6 +26,10 @@ from dynid.cli.output import Output
 from dynid.errors import UsageError
 from dynid.runner import Job
 
+# Modules every job imports (the API, readers, model files and their libraries): a worker
+# imports them as it starts, not during its first job.
+WORKER_PRELOAD = ("dynid.api", "dynid.data.load", "dynid.modelfile", "pandas", "h5py")
+
 
 @dataclass(frozen=True)
 class Outcome:
@@ -123,7 +127,7 @@ def run_each(key: str, spec: EachSpec, kwargs: dict[str, Any], batch: BatchOptio
     failed = 0
     try:
         for job, outcome in runner.run_jobs(task, jobs, batch.jobs or 1, executor=batch.executor,
-                                            scheduler=batch.scheduler, preload=(key.partition(":")[0],)):
+                                            scheduler=batch.scheduler, preload=(key.partition(":")[0], *WORKER_PRELOAD)):
             if outcome.exit_code == UsageError.exit_code:
                 raise UsageError(outcome.error or "bad usage")
             if outcome.error is not None:

@@ -49,8 +49,8 @@ class Piece:
 class Stream:
     """The samples of one delimited file, chunk by chunk (see the module doc)."""
 
-    def __init__(self, path: str, roles: Roles, time: TimeAxis, nan: NanPolicy, rows: int,
-                 fmt_chunks: Iterator[Table], first: Table, notes: list[str]) -> None:
+    def __init__(self, path: str, roles: Roles, time: TimeAxis, nan: NanPolicy, first: Table,
+                 chunks: Iterator[Table], notes: list[str]) -> None:
         self.source = path
         self.variables = tuple(roles.states)
         self.inputs = tuple(roles.inputs)
@@ -58,8 +58,8 @@ class Stream:
         self.time_unit = time.unit
         self.time_from_datetime = False
         self.notes = tuple(notes)
-        self._roles, self._time, self._nan, self._rows = roles, time, nan, rows
-        self._chunks, self._first = fmt_chunks, first
+        self._roles, self._time, self._nan = roles, time, nan
+        self._chunks, self._first = chunks, first
         self._digest = hashlib.sha256()
         self._digest.update("\x1f".join(self.variables).encode() + b"\x1e" + "\x1f".join(self.inputs).encode())
         self._steps = _Steps()
@@ -230,7 +230,7 @@ def open_stream(
     if roles.time is not None and first.kind(roles.time) == "datetime":
         raise UsageError(f"{spec}: date-time times are not read in chunks; give --time-column a numeric column")
     time = TimeAxis.of([first], roles.time, dt, spec, notes)
-    return Stream(spec, roles, time, nan, rows, chunks, first, notes)
+    return Stream(spec, roles, time, nan, first, chunks, notes)
 
 
 # ------------------------------------------------------------------------- when to read in chunks
