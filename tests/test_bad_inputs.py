@@ -141,13 +141,22 @@ BAD_DATA: dict[str, tuple[str, Callable[[Path], None]]] = {
 
 
 @pytest.mark.parametrize("case", list(BAD_DATA))
-def test_bad_data_gets_exit_3_one_line_and_no_output(cli, tmp_path, case):
+def test_bad_data_gets_exit_3_one_line_and_no_output(cli, tmp_path, case, model_bytes):
+    """From every command that reads DATA (forecast, score and states with a valid model)."""
     file_name, write = BAD_DATA[case]
-    write(tmp_path / file_name)
-    with deadline():
-        result = cli("fit", file_name, "--model", "var", "-q", "-o", "m.dynid", cwd=tmp_path)
-    _assert_one_error(result, 3, file_name)
-    assert sorted(p.name for p in tmp_path.iterdir()) == [file_name]
+    folder = tmp_path / "work"
+    folder.mkdir()
+    write(folder / file_name)
+    (tmp_path / "m.dynid").write_bytes(model_bytes)
+    model = str(tmp_path / "m.dynid")
+    for command in (("fit", file_name, "--model", "var", "-o", "m.dynid"),
+                    ("forecast", model, file_name, "-n", "3", "-o", "f.csv"), ("score", model, file_name, "--json"),
+                    ("states", model, file_name), ("symbolic", file_name, "-o", "e.txt"),
+                    ("discover-causal", file_name, "--json")):
+        with deadline():
+            result = cli(*command, "-q", cwd=folder)
+        _assert_one_error(result, 3, file_name)
+        assert sorted(p.name for p in folder.iterdir()) == [file_name], command[0]
 
 
 @pytest.mark.parametrize("spec", ["missing.csv", "folder", "folder.csv", "data.h5:/nowhere", "data.h5:/group"])
