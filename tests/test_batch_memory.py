@@ -57,7 +57,7 @@ def _assert_same_fit(streamed: api.FitResult, whole: api.FitResult) -> None:
             phases = np.sum(np.conj(mine) * array, axis=0)
             mine = mine * phases / np.abs(phases)
         np.testing.assert_allclose(mine, array, rtol=RTOL, atol=RTOL, err_msg=name)
-    for key in ("variables", "inputs", "n_trials", "n_samples", "hyperparameters"):
+    for key in ("variables", "inputs", "n_trials", "n_samples", "hyperparameters", "data_fingerprint"):
         assert streamed.metadata[key] == whole.metadata[key], key
     assert streamed.metadata["dt"] == pytest.approx(whole.metadata["dt"], rel=1e-12)
     _assert_close(streamed.metadata["metrics"], whole.metadata["metrics"])

@@ -17,9 +17,11 @@ from __future__ import annotations
 
 import hashlib
 import os
+import tempfile
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import IO
 
 import numpy as np
 
@@ -60,8 +62,7 @@ class Stream:
         self.notes = tuple(notes)
         self._roles, self._time, self._nan = roles, time, nan
         self._chunks, self._first = chunks, first
-        self._digest = hashlib.sha256()
-        self._digest.update("\x1f".join(self.variables).encode() + b"\x1e" + "\x1f".join(self.inputs).encode())
+        self._fingerprint = _Fingerprint(self.variables, self.inputs)
         self._steps = _Steps()
         self.n_samples = 0
         self.n_trials = 0
@@ -77,9 +78,8 @@ class Stream:
         return self._steps.common()
 
     def fingerprint(self) -> str:
-        """sha256 over names, then times and values chunk by chunk (not equal to the in-memory
-        Dataset's, which hashes each trial's arrays whole)."""
-        return self._digest.hexdigest()
+        """The fingerprint ``load(...).fingerprint()`` gives the same file and options."""
+        return self._fingerprint.digest.hexdigest()
 
     def __iter__(self) -> Iterator[Piece]:
         if self._consumed:
@@ -103,10 +103,10 @@ class Stream:
                     segment = 0
                 piece_t = t[start:stop]
                 self._steps.add(piece_t, continues=segment > 0)
-                self._digest.update(np.ascontiguousarray(piece_t, "<f8").tobytes())
-                self._digest.update(np.ascontiguousarray(values[start:stop], "<f8").tobytes())
                 d = self.n_variables
-                yield Piece(values[start:stop, :d], values[start:stop, d:] if self.inputs else None, segment == 0)
+                piece = Piece(values[start:stop, :d], values[start:stop, d:] if self.inputs else None, segment == 0)
+                self._fingerprint.add([piece_t, piece.x, piece.u])
+                yield piece
                 segment += stop - start
             if missing.size and missing[-1]:
                 self._end_trial(segment)
@@ -135,9 +135,41 @@ class Stream:
     def _end_trial(self, samples: int) -> None:
         """A trial of ``samples`` ends: trials of fewer than 2 samples are dropped, as by load."""
         self._steps.end()
+        self._fingerprint.end_trial(keep=samples >= 2)
         if samples >= 2:
             self.n_trials += 1
             self.n_samples += samples
+
+
+class _Fingerprint:
+    """``Dataset.fingerprint`` of the trials streamed: names, then per trial (of at least 2
+    samples) a separator and its times, states and inputs, each whole. A trial's arrays wait in
+    temporary files (disk, not memory) until it ends, since its times precede its states."""
+
+    def __init__(self, variables: tuple[str, ...], inputs: tuple[str, ...]) -> None:
+        self.digest = hashlib.sha256()
+        self.digest.update("\x1f".join(variables).encode() + b"\x1e" + "\x1f".join(inputs).encode())
+        self._spools: list[IO[bytes]] = []
+
+    def add(self, arrays: list[np.ndarray | None]) -> None:
+        """The next rows of the current trial's times, states and inputs (None: no inputs)."""
+        present = [array for array in arrays if array is not None]
+        if not self._spools:
+            self._spools = [tempfile.TemporaryFile() for _ in present]
+        for spool, array in zip(self._spools, present):
+            spool.write(np.ascontiguousarray(array, dtype="<f8").tobytes())
+
+    def end_trial(self, keep: bool) -> None:
+        """The current trial ends; ``keep``: it is one of the data's trials (2 samples or more)."""
+        if keep and self._spools:
+            self.digest.update(b"\x1d")
+            for spool in self._spools:
+                spool.seek(0)
+                while block := spool.read(1 << 20):
+                    self.digest.update(block)
+        for spool in self._spools:
+            spool.close()
+        self._spools = []
 
 
 class _Steps:
