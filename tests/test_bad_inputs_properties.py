@@ -21,8 +21,10 @@ from dynid.errors import DataError  # noqa: E402
 from dynid.modelfile import load_model  # noqa: E402
 from tests.test_bad_inputs import _rewritten, model_bytes  # noqa: E402,F401 - model_bytes is a fixture
 
-# Bounded so that each property takes seconds; the corpus in test_bad_inputs covers the named cases.
-FEW = settings(max_examples=60, deadline=None, database=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+# Bounded so that each property takes seconds, and derandomized so that CI runs are repeatable (a
+# search with random seeds and 25x the examples found the defects fixed with these tests); the
+# corpus in test_bad_inputs covers the named cases.
+FEW = settings(max_examples=60, deadline=None, database=None, derandomize=True, suppress_health_check=[HealthCheck.function_scoped_fixture])
 
 # Pieces of delimited text: numbers of every form, the special values, separators, quotes, line
 # ends, BOMs, date-times and noise, so that generated files reach the parser's odd corners.
