@@ -18,7 +18,7 @@ import numpy as np
 
 from dynid.data.dataset import Dataset, Trial
 from dynid.documents import CAUSAL, INFO, SCORE, SYMBOLIC, tagged
-from dynid.errors import DataError, Diverged, UsageError
+from dynid.errors import DataError, Diverged, ResourceUnavailable, UsageError
 from dynid.metrics import valid_prediction_time
 from dynid.models import registry
 from dynid.models.base import Backend, Hyperparameters, LatentStates, check_labels
@@ -27,6 +27,7 @@ from dynid.training import TrainingOptions
 
 if TYPE_CHECKING:
     from dynid.causal.graph import CausalGraph
+    from dynid.data.stream import Stream
     from dynid.modelfile import ModelFile
 
 # Hyperparameters as the API takes them: the dataclass, typed values, or "key=value" strings.
@@ -98,6 +99,36 @@ def fit(
     fitted = backend(hyper).fit(data, seed=seed, device=chosen, progress=progress, labels=known)
     seconds = time.perf_counter() - started
     return FitResult(fitted, describe_fit(fitted, data, seed=seed, device=chosen, fit_seconds=seconds))
+
+
+def fit_stream(stream: Stream, model: str, params: Params = None, *, seed: int | None = None,
+               device: str = "auto") -> FitResult:
+    """Fit backend ``model`` on a file read in chunks (``dynid.data.stream.open_stream``):
+    memory holds one chunk and the backend's running sums, not the file. For backends whose
+    fit needs only those sums (``Backend.moments``: var, dmd); the result equals ``fit`` on the
+    whole file to round-off. ResourceUnavailable for other backends."""
+    from dynid.modelfile import describe_fit
+
+    backend = registry.get(model)
+    hyper = backend.Params.build(params)
+    chosen = resolve_device(device, f"the {model} backend", backend.capabilities.cuda)
+    seed_everything(seed)
+    fitted = backend(hyper)
+    moments = fitted.moments(stream.n_variables, len(stream.inputs))
+    if moments is None:
+        raise ResourceUnavailable(f"{stream.source}: the {model} backend needs the whole file in memory; "
+                                  "var and dmd read it in chunks")
+    from threadpoolctl import threadpool_limits
+
+    started = time.perf_counter()
+    # Sums of small matrix products: one BLAS thread is fastest, and many times faster than
+    # threads that compete for busy cores.
+    with threadpool_limits(1, user_api="blas"):
+        for piece in stream:
+            moments.add(piece.x, piece.u, piece.starts_trial)
+    fitted.fit_moments(moments, variables=stream.variables, inputs=stream.inputs, dt=stream.dt, source=stream.source)
+    seconds = time.perf_counter() - started
+    return FitResult(fitted, describe_fit(fitted, stream, seed=seed, device=chosen, fit_seconds=seconds))
 
 
 @dataclass

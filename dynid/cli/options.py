@@ -81,6 +81,22 @@ class DataOptions:
             columns.append(column)
         return dataclasses.replace(self, columns=None if columns is None else join_names(columns), nan="keep")
 
+    def stream(self, spec: str, *, out: Optional[Output] = None):  # type: ignore[no-untyped-def]
+        """``spec`` with these options as a Stream read in chunks (``dynid.data.stream``)."""
+        from dynid.data.stream import open_stream
+
+        given = [flag for flag, value in (("--trial-column", self.trial_column), ("--resample", self.resample)) if value]
+        if given:
+            raise UsageError(f"{spec}: {', '.join(given)} need(s) the whole file in memory, and it is too large; "
+                             "raise --max-memory if the machine has it")
+        stream = open_stream(spec, columns=split_names(self.columns), time_column=self.time_column, dt=self.dt,
+                             inputs=split_names(self.inputs), nan=self.nan or "split",  # type: ignore[arg-type]
+                             sep=self.sep, decimal=self.decimal)
+        if out is not None:
+            for note in stream.notes:
+                out.info(note)
+        return stream
+
 
 @dataclass(frozen=True)
 class RunOptions:
@@ -174,6 +190,8 @@ _GROUPS: dict[str, tuple[type, list[inspect.Parameter]]] = {
             _option(Optional[int], None, "--jobs", help="--each: worker processes (BLAS/torch threads split so that jobs x threads <= cores) [default: 1].", panel=BATCH_PANEL),
             _option(Optional[str], None, "--shard", help="--each: run shard I of N (1-based, I/N) of the sorted inputs [default: from SLURM_ARRAY_TASK_ID/_MIN/_COUNT when set].", panel=BATCH_PANEL),
             _option(bool, False, "--resume", help="--each: skip inputs whose output exists and reads back whole.", panel=BATCH_PANEL),
+            _option(str, "local", "--executor", help="--each: where the jobs run: local (this machine, --jobs processes) or dask (optional extra dynid[dask]).", panel=BATCH_PANEL),
+            _option(Optional[str], None, "--scheduler", help="--executor dask: address of a running Dask scheduler (tcp://host:8786) [default: a local cluster of --jobs processes, default one per core].", panel=BATCH_PANEL),
         ],
     ),
 }
@@ -245,7 +263,9 @@ def with_options(
                 # something without --each too.
                 alone = [flag for flag, given in (("--shard", batch.shard),
                                                   ("--jobs", batch.jobs and "jobs" not in kwargs),
-                                                  ("--resume", batch.resume and "training" not in kwargs)) if given]
+                                                  ("--resume", batch.resume and "training" not in kwargs),
+                                                  ("--executor", batch.executor != "local"),
+                                                  ("--scheduler", batch.scheduler)) if given]
                 if alone:
                     raise UsageError(f"{', '.join(alone)}: only with --each (many inputs, one job each)")
             return command(out=out, **kwargs)

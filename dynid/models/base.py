@@ -17,6 +17,7 @@ import numpy as np
 
 from dynid.data.dataset import Dataset, Trial
 from dynid.errors import DataError, UsageError
+from dynid.linear.moments import LaggedMoments
 from dynid.params import Hyperparameters, param
 
 __all__ = [
@@ -149,6 +150,26 @@ class Backend(ABC):
         else:
             self._fit_labelled(data, labels, seed=seed, device=device, progress=progress)
         return self
+
+    # -- fits from running sums (files read in chunks) ---------------------------------------
+    def moments(self, n_variables: int, n_inputs: int) -> LaggedMoments | None:
+        """Empty running sums to add the data to, for a backend whose fit needs only them (then
+        ``fit_moments`` fits from them); None: the fit needs every sample in memory."""
+        return None
+
+    def fit_moments(self, moments: LaggedMoments, *, variables: tuple[str, ...], inputs: tuple[str, ...],
+                    dt: float | None, source: str) -> Backend:
+        """Learn from ``moments`` (from ``self.moments``, filled with the data ``source``);
+        returns self. Data checks as in ``fit``."""
+        if self.capabilities.uniform_steps and dt is None:
+            raise DataError(f"{source}: the {self.name} backend needs uniform time steps but the sampling "
+                            "is irregular (or differs between trials)")
+        self.variables_, self.inputs_, self.dt_ = tuple(variables), tuple(inputs), dt if dt is not None else 1.0
+        self._fit_moments(moments)
+        return self
+
+    def _fit_moments(self, moments: LaggedMoments) -> None:
+        raise NotImplementedError(f"the {self.name} backend does not fit from running sums")
 
     def simulate(
         self, history: Trial, steps: int, future_inputs: np.ndarray | None = None
