@@ -123,8 +123,9 @@ def forecast(
     if horizon < 1:
         raise UsageError(f"--horizon {horizon}: must be at least 1")
     _check_variables(model, data)
-    if model.history_length > 1:
-        # The model reads several past samples, spaced by its own step.
+    if model.history_length > 1 and model.capabilities.uniform_steps:
+        # The model reads several past samples, spaced by its own step (a backend for
+        # irregular sampling reads the history's own times).
         check_step(model, data)
     history = data.trials[-1]
     t = history.t[-1] + model.dt_ * np.arange(1, horizon + 1)

@@ -21,6 +21,7 @@ _BACKENDS: dict[str, str] = {
     "arhmm": "dynid.models.latent.hmm:ARHMM",
     "slds": "dynid.models.latent.slds:SLDS",
     "koopman": "dynid.models.operator.koopman:Koopman",
+    "signature": "dynid.models.signature:Signature",
 }
 
 
