@@ -88,7 +88,8 @@ def fit(
     chosen = resolve_device(device, f"the {model} backend", backend.capabilities.cuda)
     seed_everything(seed)
     started = time.perf_counter()
-    fitted = backend(hyper).fit(data, seed=seed, device=chosen, progress=progress, labels=known)
+    fitted = backend(hyper).fit(data, seed=seed, device=chosen, progress=progress, labels=known,
+                                training=training)
     seconds = time.perf_counter() - started
     return FitResult(fitted, describe_fit(fitted, data, seed=seed, device=chosen, fit_seconds=seconds))
 

@@ -39,6 +39,7 @@ CONTRACT_PARAMS: dict[str, list[str]] = {
     "hmm": ["states=2", "restarts=1"],
     "arhmm": ["states=2", "restarts=1"],
     "slds": ["regimes=2", "restarts=1", "max_iter=10"],
+    "ltc": ["hidden=8", "backbone=16", "window=8", "epochs=3"],
 }
 N_SAMPLES = 300
 HORIZON = 25

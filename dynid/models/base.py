@@ -17,6 +17,7 @@ import numpy as np
 from dynid.data.dataset import Dataset, Trial
 from dynid.errors import DataError, UsageError
 from dynid.params import Hyperparameters, param
+from dynid.training import TrainingOptions
 
 __all__ = [
     "Backend",
@@ -101,8 +102,12 @@ class Backend(ABC):
         device: str = "cpu",
         progress: Any = None,
         labels: list[np.ndarray] | None = None,
+        training: TrainingOptions | None = None,
     ) -> Backend:
         """Learn from ``data``; returns self. Raises DataError if the data do not suit.
+
+        training: ``--max-time``, checkpoints, ``--resume`` and threads, which backends with
+        ``capabilities.training`` read from ``self.training`` in ``_fit``.
 
         labels: per trial (n_samples,) known discrete states, -1 where unknown (``--labels``),
         for backends with ``capabilities.labels`` (UsageError for others)."""
@@ -121,6 +126,7 @@ class Backend(ABC):
         self.variables_ = tuple(data.variables)
         self.inputs_ = tuple(data.inputs)
         self.dt_ = data.dt if data.dt is not None else _median_step(data)
+        self.training = training if training is not None else TrainingOptions()
         if labels is None:
             self._fit(data, seed=seed, device=device, progress=progress)
         else:

@@ -22,6 +22,7 @@ _BACKENDS: dict[str, str] = {
     "slds": "dynid.models.latent.slds:SLDS",
     "koopman": "dynid.models.operator.koopman:Koopman",
     "signature": "dynid.models.signature:Signature",
+    "ltc": "dynid.models.ltc:LTC",
 }
 
 
