@@ -23,7 +23,7 @@ from dynid.models.features.logsignature import (
     lyndon_words,
     signature,
 )
-from dynid.models.signature import Signature, SignatureParams
+from dynid.models.signature import Signature, SignatureParams, signature_design
 
 RNG = np.random.default_rng(3)
 
@@ -129,3 +129,14 @@ def test_forecasts_an_irregularly_sampled_linear_system(depth):
     forecast = model.simulate(history, horizon)
     truth = exact(t[-101] + model.dt_ * np.arange(1, horizon + 1))
     assert np.sqrt(np.mean((forecast - truth) ** 2)) / x.std() < 1e-3
+
+
+def test_the_basepoint_lets_the_features_see_where_a_window_is():
+    z = RNG.normal(size=(4, 2))
+    tau = np.arange(4.0)
+    gap = np.array(1.0)
+    for basepoint, moves in ((False, False), (True, True)):
+        params = SignatureParams(basepoint=basepoint)
+        here, shifted = (signature_design(w, tau, gap, params) for w in (z, z + 3.0))
+        log_signature_part = slice(2, (here.size - 1) // 2)  # phi's columns after z_t
+        assert np.allclose(here[log_signature_part], shifted[log_signature_part]) != moves

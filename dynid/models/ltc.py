@@ -195,7 +195,10 @@ class LTC(Backend):
     name = "ltc"
     summary = "closed-form continuous-time (liquid time-constant) RNN; irregular sampling"
     Params = LTCParams
-    capabilities = Capabilities(uniform_steps=False, cuda=True, training=True)
+    # CPU only: the cell steps through each window one sample at a time on (B, 32)-sized
+    # tensors, where a GPU's launch latency outweighs its arithmetic (and no GPU was at hand
+    # to test on).
+    capabilities = Capabilities(uniform_steps=False, training=True)
 
     @property
     def history_length(self) -> int:

@@ -43,6 +43,10 @@ __all__ = ["Signature", "SignatureParams", "signature_design", "signature_rollou
 class SignatureParams(Hyperparameters):
     window: int = param(4, "w: samples in each path window (w - 1 segments)")
     depth: int = param(2, "log-signature depth: 1 (increments), 2 (adds signed areas) or 3")
+    basepoint: bool = param(
+        True, "start each window's path at the origin (the data mean), so the log-signature "
+              "sees where the window is, not only its shape: products of the state with the "
+              "window's increments (nonlinear dynamics need them)")
     ridge: float | None = param(
         None,
         "ridge penalty on the mean squared error of the standardised rate, on unit-variance "
@@ -64,12 +68,19 @@ def n_design_columns(n_variables: int, depth: int) -> int:
     return 2 * phi + 1
 
 
-def signature_design(z: np.ndarray, tau: np.ndarray, gap: np.ndarray, depth: int) -> np.ndarray:
+def signature_design(
+    z: np.ndarray, tau: np.ndarray, gap: np.ndarray, params: SignatureParams
+) -> np.ndarray:
     """Design rows (..., f) = [phi, h, h phi] of windows z (..., w, d) at times tau (..., w)
     (median steps) with gaps h (...) to the next sample; phi = [z at the window's end,
-    log-signature of the polygon through (tau, z)]."""
+    log-signature of the polygon through (tau, z)], that polygon starting at (tau_0, 0) with
+    ``params.basepoint``."""
     path = np.concatenate([tau[..., None], z], axis=-1)
-    phi = np.concatenate([z[..., -1, :], logsignature_words(path, depth)], axis=-1)
+    if params.basepoint:
+        origin = np.zeros_like(path[..., :1, :])
+        origin[..., 0, 0] = tau[..., 0]
+        path = np.concatenate([origin, path], axis=-2)
+    phi = np.concatenate([z[..., -1, :], logsignature_words(path, params.depth)], axis=-1)
     h = gap[..., None]
     return np.concatenate([phi, h, h * phi], axis=-1)
 
@@ -80,7 +91,7 @@ def signature_rollout(
     feature_scale: np.ndarray,
     window: np.ndarray,
     tau: np.ndarray,
-    depth: int,
+    params: SignatureParams,
 ) -> np.ndarray:
     """Closed-loop runs (..., steps, d) after ``window`` (..., w, d), standardised.
 
@@ -99,7 +110,7 @@ def signature_rollout(
         times = tau[..., k : k + w]
         gap = tau[..., k + w] - tau[..., k + w - 1]
         design = signature_design(z[..., k : k + w, :], np.broadcast_to(times, z.shape[:-2] + (w,)),
-                                  np.broadcast_to(gap, z.shape[:-2]), depth) / feature_scale
+                                  np.broadcast_to(gap, z.shape[:-2]), params) / feature_scale
         rate = (design[..., None, :] @ weights)[..., 0, :] + bias[..., 0, :]
         z[..., k + w, :] = z[..., k + w - 1, :] + gap[..., None] * rate
     return z[..., w:, :]
@@ -160,7 +171,7 @@ class Signature(Backend):
             windows = np.stack([z[r + 1 - w : r + 1] for r in rows])
             times = np.stack([tau[r + 1 - w : r + 1] for r in rows])
             gaps = tau[rows + 1] - tau[rows]
-            designs.append(signature_design(windows, times, gaps, params.depth))
+            designs.append(signature_design(windows, times, gaps, params))
             rates.append((z[rows + 1] - z[rows]) / gaps[:, None])
         design, rate = np.vstack(designs), np.vstack(rates)
         spread = design.std(axis=0)
@@ -176,7 +187,7 @@ class Signature(Backend):
             times = np.stack([trials_tau[row_trial[r]][row_t[r] + 1 - w : row_t[r] + 1 + horizon]
                               for r in starts])
             runs = signature_rollout(weights[:, None], bias[:, None, None], feature_scale,
-                                     windows, times, params.depth)  # (C, starts, horizon, d)
+                                     windows, times, params)  # (C, starts, horizon, d)
             return closed_loop_skill(runs, truth)
 
         with np.errstate(all="ignore"):  # diverging candidate runs are scored, not reported
@@ -204,7 +215,7 @@ class Signature(Backend):
         scaling = Standardiser(self.mean_, self.scale_)
         tau = (np.concatenate([history.t[-w:], times]) - history.t[-1]) / self.dt_
         run = signature_rollout(self.weights_, self.bias_[None], self.feature_scale_,
-                                scaling.forward(history.x[-w:]), tau, params.depth)
+                                scaling.forward(history.x[-w:]), tau, params)
         return scaling.inverse(run)
 
     def arrays(self) -> dict[str, np.ndarray]:
