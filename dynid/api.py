@@ -96,7 +96,8 @@ def fit(
     chosen = resolve_device(device, f"the {model} backend", backend.capabilities.cuda)
     seed_everything(seed)
     started = time.perf_counter()
-    fitted = backend(hyper).fit(data, seed=seed, device=chosen, progress=progress, labels=known)
+    fitted = backend(hyper).fit(data, seed=seed, device=chosen, progress=progress, labels=known,
+                                training=training)
     seconds = time.perf_counter() - started
     return FitResult(fitted, describe_fit(fitted, data, seed=seed, device=chosen, fit_seconds=seconds))
 
@@ -161,8 +162,9 @@ def forecast(
     if horizon < 1:
         raise UsageError(f"--horizon {horizon}: must be at least 1")
     _check_variables(model, data)
-    if model.history_length > 1:
-        # The model reads several past samples, spaced by its own step.
+    if model.history_length > 1 and model.capabilities.uniform_steps:
+        # The model reads several past samples, spaced by its own step (a backend for
+        # irregular sampling reads the history's own times).
         check_step(model, data)
     history = data.trials[-1]
     t = history.t[-1] + model.dt_ * np.arange(1, horizon + 1)

@@ -40,6 +40,7 @@ CONTRACT_PARAMS: dict[str, list[str]] = {
     "arhmm": ["states=2", "restarts=1"],
     "edm": ["max_E=2"],
     "slds": ["regimes=2", "restarts=1", "max_iter=10"],
+    "ltc": ["hidden=8", "backbone=16", "window=8", "epochs=3"],
 }
 N_SAMPLES = 300
 HORIZON = 25

@@ -19,6 +19,7 @@ from dynid.data.dataset import Dataset, Trial
 from dynid.errors import DataError, UsageError
 from dynid.linear.moments import LaggedMoments
 from dynid.params import Hyperparameters, param
+from dynid.training import TrainingOptions
 
 __all__ = [
     "Backend",
@@ -125,11 +126,16 @@ class Backend(ABC):
         device: str = "cpu",
         progress: Any = None,
         labels: list[np.ndarray] | None = None,
+        training: TrainingOptions | None = None,
     ) -> Backend:
         """Learn from ``data``; returns self. Raises DataError if the data do not suit.
 
         labels: per trial (n_samples,) known discrete states, -1 where unknown (``--labels``),
-        for backends with ``capabilities.labels`` (UsageError for others)."""
+        for backends with ``capabilities.labels`` (UsageError for others).
+        training: ``--max-time``, checkpoints, ``--resume``, threads and the progress display,
+        for backends that train a network (``capabilities.training``; they read it as
+        ``self.training_options`` in ``_fit``).
+        """
         caps = self.capabilities
         if labels is not None:
             check_labels(data, labels, self)
@@ -145,6 +151,7 @@ class Backend(ABC):
         self.variables_ = tuple(data.variables)
         self.inputs_ = tuple(data.inputs)
         self.dt_ = data.dt if data.dt is not None else _median_step(data)
+        self.training_options = training if training is not None else TrainingOptions()
         if labels is None:
             self._fit(data, seed=seed, device=device, progress=progress)
         else:

@@ -22,6 +22,8 @@ _BACKENDS: dict[str, str] = {
     "slds": "dynid.models.latent.slds:SLDS",
     "koopman": "dynid.models.operator.koopman:Koopman",
     "edm": "dynid.models.edm:EDM",
+    "signature": "dynid.models.signature:Signature",
+    "ltc": "dynid.models.ltc:LTC",
 }
 
 

@@ -1,0 +1,1 @@
+"""Feature maps of paths shared by backends (today: truncated log-signatures)."""
