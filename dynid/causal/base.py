@@ -56,7 +56,8 @@ class CausalMethod(ABC):
     ``trains``: whether it trains networks through ``dynid.training`` (and so takes
     ``settings.training``); ``reports_progress``: whether ``discover`` reports its steps to
     ``settings.training.progress`` (training methods always do; the CLI shows no spinner then);
-    ``contemporaneous``: whether it tests lag-0 links (its edges then start at lag 0)."""
+    ``contemporaneous``: whether it tests lag-0 links (its edges then start at lag 0);
+    ``use_when``: the data it suits, for ``dynid discover-causal --list``."""
 
     name: ClassVar[str]
     summary: ClassVar[str]
@@ -65,6 +66,7 @@ class CausalMethod(ABC):
     trains: ClassVar[bool] = False
     reports_progress: ClassVar[bool] = False
     contemporaneous: ClassVar[bool] = False
+    use_when: ClassVar[str] = ""
 
     def __init__(self, params: Hyperparameters | None = None) -> None:
         self.params = params if params is not None else self.Params()

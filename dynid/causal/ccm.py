@@ -184,6 +184,9 @@ class CCM(CausalMethod):
 
     name = "ccm"
     reports_progress = True
+    use_when = (
+        "deterministic nonlinear (chaotic) systems with weak to moderate coupling, where the driver's state shows in the target's delay embedding; not for noisy stochastic data"
+    )
     summary = "convergent cross mapping (nonlinear, deterministic coupling) with cross-map lags"
     Params = CCMParams
 

@@ -70,6 +70,9 @@ class PCMCI(CausalMethod):
 
     name = "pcmci"
     reports_progress = True
+    use_when = (
+        "many autocorrelated variables with common drivers and lagged links; parcorr for linear, cmiknn for nonlinear dependence"
+    )
     summary = "PCMCI: PC1 condition selection, then momentary conditional independence tests"
     Params = PCMCIParams
 

@@ -77,6 +77,9 @@ class PCMCIPlus(CausalMethod):
     name = "pcmciplus"
     reports_progress = True
     contemporaneous = True
+    use_when = (
+        "links that act within one sample (coarse sampling, instantaneous mixing) as well as lagged ones; lag-0 directions only where the data identify them"
+    )
     summary = (
         "PCMCI+: lagged and contemporaneous (lag-0) links, lag-0 directions where the data "
         "allow; links decided by tests at --alpha (no --correction)"

@@ -89,6 +89,9 @@ class TransferEntropy(CausalMethod):
 
     name = "te"
     reports_progress = True
+    use_when = (
+        "nonlinear stochastic coupling with a few variables and enough samples; the slowest (kNN permutation tests per link and lag)"
+    )
     summary = "transfer entropy (KSG kNN estimator) per link and lag, local permutation tests"
     Params = TEParams
 

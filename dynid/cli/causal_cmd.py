@@ -141,7 +141,8 @@ def _list(out: Output, registry) -> None:  # type: ignore[no-untyped-def]
     out.emit_catalogue(
         METHODS,
         [
-            {"name": name, "summary": cls.summary, "cuda": cls.cuda, "hyperparameters": cls.Params.describe()}
+            {"name": name, "summary": f"{cls.summary}. Use for {cls.use_when}.", "use_when": cls.use_when,
+             "cuda": cls.cuda, "hyperparameters": cls.Params.describe()}
             for name, cls in ((name, registry.get(name)) for name in registry.names())
         ]
     )
