@@ -5,10 +5,10 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from scipy import stats
 
 from dynid.causal import adjust_pvalues
 from dynid.causal.montecarlo import clopper_pearson, one_by_one, round_totals, sequential_pvalues
-from scipy import stats
 
 
 def bernoulli_draw(true_p: np.ndarray, seed: int):
