@@ -38,6 +38,7 @@ CONTRACT_PARAMS: dict[str, list[str]] = {
     "neural": ["lam=0.1", "max_iter=20"],
     "dynamic": ["step=50"],
 }
+LINK_MARKS = {"-->", "<--", "o-o", "x-x"}
 SETTINGS = CausalSettings(max_lag=2, alpha=0.05, seed=0)
 SIM = simulate("logistic-coupled", n=300, seed=1)  # x drives y: a known two-node graph
 DATA = Dataset.from_arrays(SIM.x, t=SIM.t, variables=list(SIM.variables))
@@ -84,11 +85,15 @@ def test_graph_over_the_variables_with_the_json_contract(name, document):
     assert adjacency.shape == (d, d) and set(adjacency.ravel()) <= {0, 1}
     assert np.all(np.diag(adjacency) == 0)
     significant = set()
+    first_lag = 0 if registry.get(name).contemporaneous else 1
     for edge in document["edges"]:
-        assert set(edge) == {"source", "target", "lag", "strength", "p_value", "significant"}
+        keys = {"source", "target", "lag", "strength", "p_value", "significant"}
+        # Only lag-0 edges of a method that tests them may say how the link is oriented.
+        assert set(edge) == (keys | {"link"} if "link" in edge else keys)
+        assert "link" not in edge or (edge["lag"] == 0 and edge["link"] in LINK_MARKS)
         assert edge["source"] in variables and edge["target"] in variables
         assert edge["source"] != edge["target"]
-        assert 1 <= edge["lag"] <= SETTINGS.max_lag
+        assert first_lag <= edge["lag"] <= SETTINGS.max_lag
         assert edge["p_value"] is None or 0.0 <= edge["p_value"] <= 1.0
         if edge["significant"]:
             significant.add((variables.index(edge["source"]), variables.index(edge["target"])))

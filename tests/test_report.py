@@ -176,8 +176,8 @@ def test_full_report_is_well_formed_offline_and_complete():
     svgs = check_page(page)
     # data overview x and y, eigenvalues, forecast x and y, phase portrait, residuals and their
     # autocorrelation, free run of the equations x and y, error against horizon, power spectra
-    # x and y, causal heat-map
-    assert len(svgs) == 14
+    # x and y, causal node-link graph and heat-map
+    assert len(svgs) == 15
     assert "Rotation &lt;study&gt;" in page and "Rotation <study>" not in page
     assert "dynid 0.1.0" in page and "UTC" in page
     assert 'href="#s1"' in page and 'id="s4"' in page  # table of contents

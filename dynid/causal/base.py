@@ -55,7 +55,9 @@ class CausalMethod(ABC):
     """Discovers a CausalGraph from a Dataset. ``cuda``: whether it can run on a GPU;
     ``trains``: whether it trains networks through ``dynid.training`` (and so takes
     ``settings.training``); ``reports_progress``: whether ``discover`` reports its steps to
-    ``settings.training.progress`` (training methods always do; the CLI shows no spinner then)."""
+    ``settings.training.progress`` (training methods always do; the CLI shows no spinner then);
+    ``contemporaneous``: whether it tests lag-0 links (its edges then start at lag 0);
+    ``use_when``: the data it suits, for ``dynid discover-causal --list``."""
 
     name: ClassVar[str]
     summary: ClassVar[str]
@@ -63,6 +65,8 @@ class CausalMethod(ABC):
     cuda: ClassVar[bool] = False
     trains: ClassVar[bool] = False
     reports_progress: ClassVar[bool] = False
+    contemporaneous: ClassVar[bool] = False
+    use_when: ClassVar[str] = ""
 
     def __init__(self, params: Hyperparameters | None = None) -> None:
         self.params = params if params is not None else self.Params()

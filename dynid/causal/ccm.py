@@ -30,7 +30,11 @@ Steps.
    target. The pair's p-value is ``max(p_conv, p_surr)``: the intersection-union test, rejecting
    only when both nulls are rejected, is valid at level ``alpha`` without a correction.
    p-values are adjusted over the ``d (d - 1)`` pairs; their floor ``1 / (n_surrogates + 1)`` is
-   why ``n_surrogates`` is sized by default so that one pair can pass the correction.
+   why ``n_surrogates`` is sized by default so that one pair can pass the correction. That is
+   the most a pair draws: both nulls are drawn together in rounds (``montecarlo.py``), and a
+   pair stops once ``stop_after`` null values of either test reached its statistic
+   (Besag-Clifford) or once its decision under the correction is settled (MMCTest), so strong
+   pairs in a rich graph, and clear nulls, need far fewer samples.
 
 Edges: one per (source, target, lag 1..max_lag) with ``strength = rho(L_max)`` at that lag; the
 pair's adjusted p-value sits on ``l*`` and the other lags get ``p = 1`` (the lag is estimated, not
@@ -42,8 +46,10 @@ tested). Trials are embedded separately; no delay vector or library neighbour sp
 ``[source][target][-tp]`` at ``L_max``; ``best_lag`` and ``peak_at_zero`` (d, d);
 ``library_sizes`` (d, n_library_sizes) per target; ``rho_curve`` and ``rho_curve_sd``
 (d, d, n_library_sizes), mean and spread of skill at the best lag per library size;
-``p_convergence``, ``p_surrogate``, ``p_value_raw`` (their max, or 1) and ``p_value_adjusted``
-(d, d); ``n_surrogates``, ``p_value_floor``, ``lone_link_can_pass``, ``correction``, ``dt``.
+``p_convergence``, ``p_surrogate``, ``p_value_raw`` (their max, or 1; Besag-Clifford's value for
+a pair that stopped early), ``p_value_adjusted`` and ``null_samples_done`` (d, d);
+``n_surrogates`` (the most per pair), ``p_value_floor``, ``lone_link_can_pass``, ``correction``,
+``dt``.
 """
 
 from __future__ import annotations
@@ -62,6 +68,7 @@ from dynid.causal.common import (
     usable_rows,
 )
 from dynid.causal.graph import CausalGraph, Edge
+from dynid.causal.montecarlo import sequential_pvalues
 from dynid.data.dataset import Dataset
 from dynid.errors import DataError
 from dynid.params import Hyperparameters, param
@@ -83,12 +90,15 @@ class CCMParams(Hyperparameters):
     n_library_sizes: int = param(8, "library sizes from the smallest usable to all samples")
     n_samples: int = param(20, "random libraries per library size for the skill curve")
     n_surrogates: int | None = param(
-        None, "time-shift surrogates and smallest libraries per test; none = enough for one pair "
-        "to pass the correction"
+        None, "most time-shift surrogates and smallest libraries per test; none = enough for "
+        "one pair to pass the correction"
+    )
+    stop_after: int = param(
+        10, "stop a test once this many null values reach the statistic; 0 = never"
     )
 
     def __post_init__(self) -> None:
-        lows = {"max_E": 1, "max_tau": 1, "n_library_sizes": 2, "n_samples": 1}
+        lows = {"max_E": 1, "max_tau": 1, "n_library_sizes": 2, "n_samples": 1, "stop_after": 0}
         optional = {"theiler": 0, "n_surrogates": 1}
         for name, low in {**lows, **optional}.items():
             value = getattr(self, name)
@@ -174,6 +184,9 @@ class CCM(CausalMethod):
 
     name = "ccm"
     reports_progress = True
+    use_when = (
+        "deterministic nonlinear (chaotic) systems with weak to moderate coupling, where the driver's state shows in the target's delay embedding; not for noisy stochastic data"
+    )
     summary = "convergent cross mapping (nonlinear, deterministic coupling) with cross-map lags"
     Params = CCMParams
 
@@ -207,11 +220,11 @@ def ccm(data: Dataset, settings: CausalSettings, params: CCMParams) -> CausalGra
     curve_sd = np.full((d, d, n_sizes), np.nan)
     sizes = np.zeros((d, n_sizes), dtype=int)
     best_lag = np.zeros((d, d), dtype=int)
-    p_conv, p_surr, p_raw = (np.full((d, d), np.nan) for _ in range(3))
     peak_at_zero = np.zeros((d, d), dtype=bool)
-    steps = Steps(settings.training.progress, d)
+    targets = []
+    steps = Steps(settings.training.progress, 2)
+    steps.start("ccm: cross maps")
     for t in range(d):
-        steps.start(f"ccm: target {data.variables[t]}")
         target = _Embedding.of(series, t, series.rows(max((E[t] - 1) * tau[t], lags), 0),
                                int(E[t]), int(tau[t]), int(theiler[t]))
         sizes[t] = library_sizes(target, n_sizes)
@@ -222,16 +235,28 @@ def ccm(data: Dataset, settings: CausalSettings, params: CCMParams) -> CausalGra
         best = 1 + np.argmax(full[1:, sources], axis=0)  # lag of peak skill, per source
         best_lag[sources, t] = best
         peak_at_zero[sources, t] = full[0, sources] > full[best, sources]
-        curves = _library_curves(series, target, sizes[t], params.n_samples, n_null, lags, rng)
+        curves = _library_curves(series, target, sizes[t], params.n_samples, lags, rng)
         for s, lag in zip(sources, best, strict=True):
             curve_mean[s, t] = [c[:, lag, s].mean() for c in curves]
             curve_sd[s, t] = [c[:, lag, s].std() for c in curves]
-            p_conv[s, t] = _rank_p(curves[0][:, lag, s], full[lag, s])
-        p_surr[sources, t] = _surrogate_p(series, target, index, weights, full, sources, lags,
-                                          n_null, rng)
-        steps.finish(f"ccm: target {data.variables[t]}")
+        targets.append(_Target(target, index, weights, full, int(sizes[t][0])))
+    steps.finish("ccm: cross maps")
+    steps.start("ccm: convergence and surrogate tests")
+    nulls = _Nulls(series, targets, best_lag, peak_at_zero, lags, rng)
+    p_tests, n_done = sequential_pvalues(
+        nulls.draw, len(nulls.pairs), n_null, alpha=settings.alpha,
+        correction=settings.correction,  # type: ignore[arg-type]
+        stop_after=params.stop_after or None,
+    )
+    steps.finish("ccm: convergence and surrogate tests")
     cross = ~np.eye(d, dtype=bool)
-    p_raw[cross] = np.where(peak_at_zero, 1.0, np.maximum(p_conv, p_surr))[cross]
+    p_raw, p_conv, p_surr = (np.full((d, d), np.nan) for _ in range(3))
+    done = np.zeros((d, d), dtype=np.int64)
+    s_index, t_index = (np.array(column) for column in zip(*nulls.pairs))
+    p_raw[s_index, t_index], done[s_index, t_index] = p_tests, n_done
+    p_conv[s_index, t_index] = (1 + nulls.exceed_conv) / (1 + n_done)
+    p_surr[s_index, t_index] = (1 + nulls.exceed_surr) / (1 + n_done)
+    p_raw[cross & peak_at_zero] = 1.0
     return _graph(data, settings, skill, best_lag, p_raw, extra={
         "strength_kind": "cross_map_rho",
         "dt": data.dt,
@@ -252,7 +277,82 @@ def ccm(data: Dataset, settings: CausalSettings, params: CCMParams) -> CausalGra
         "p_convergence": p_conv,
         "p_surrogate": p_surr,
         "p_value_raw": p_raw,
+        "null_samples_done": done,
     })
+
+
+@dataclass(frozen=True)
+class _Target:
+    """One target's embedding, its simplex neighbours and weights over every row, its cross-map
+    skill at L_max (lags + 1, d), and the smallest library size."""
+
+    embedding: _Embedding
+    index: np.ndarray
+    weights: np.ndarray
+    full: np.ndarray
+    smallest: int
+
+
+class _Nulls:
+    """The null samples of every pair's two tests, drawn in rounds (``montecarlo.Draw``).
+
+    A pair ``(source, target)`` gets, per null sample, one random smallest library of the
+    target (convergence: does that skill reach ``rho(L_max)`` at the best lag?) and one
+    time-shift surrogate of the source (significance: does its best skill over lags reach the
+    observed one?). Its p-value ``max(p_conv, p_surr)`` counts ``max`` of the two exceedance
+    counts, so the sequential stop applies to the pair. The libraries of a target and the
+    shifts of a round serve all of its sources. A pair peaking at lag 0 has p = 1 and stops.
+    """
+
+    def __init__(self, series: _Series, targets: list[_Target], best_lag: np.ndarray,
+                 peak_at_zero: np.ndarray, lags: int, rng: np.random.Generator) -> None:
+        d = len(targets)
+        self.series, self.targets, self.best_lag, self.lags, self.rng = (
+            series, targets, best_lag, lags, rng)
+        self.pairs = [(s, t) for t in range(d) for s in range(d) if s != t]
+        self.peak = np.array([peak_at_zero[s, t] for s, t in self.pairs])
+        self.exceed_conv = np.zeros(len(self.pairs), dtype=np.int64)
+        self.exceed_surr = np.zeros(len(self.pairs), dtype=np.int64)
+
+    def draw(self, tests: np.ndarray, count: int, need: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        exceed, done = np.zeros(tests.size, dtype=np.int64), np.zeros(tests.size, dtype=np.int64)
+        by_target: dict[int, list[int]] = {}
+        for k, test in enumerate(tests.tolist()):
+            if self.peak[test]:  # p = 1: stop at once
+                exceed[k] = done[k] = min(int(need[k]), count)
+                continue
+            by_target.setdefault(self.pairs[test][1], []).append(k)
+        for t, members in by_target.items():
+            sources = np.array([self.pairs[tests[k]][0] for k in members])
+            conv, surr = self._exceedances(t, sources, count)  # (count, len(sources)) bools
+            for column, k in enumerate(members):
+                test = tests[k]
+                before = max(self.exceed_conv[test], self.exceed_surr[test])
+                cum_conv = self.exceed_conv[test] + np.cumsum(conv[:, column])
+                cum_surr = self.exceed_surr[test] + np.cumsum(surr[:, column])
+                gained = np.maximum(cum_conv, cum_surr) - before
+                reached = np.flatnonzero(gained >= need[k])
+                n = int(reached[0]) + 1 if reached.size else count
+                exceed[k], done[k] = gained[n - 1], n
+                self.exceed_conv[test], self.exceed_surr[test] = cum_conv[n - 1], cum_surr[n - 1]
+        return exceed, done
+
+    def _exceedances(self, t: int, sources: np.ndarray, count: int) -> tuple[np.ndarray, np.ndarray]:
+        """(count, len(sources)) whether each null sample reached the observed skill: smallest
+        libraries at each source's best lag, and time-shift surrogates (best over lags)."""
+        target = self.targets[t]
+        lag = self.best_lag[sources, t]
+        observed_conv = target.full[lag, sources]
+        r = target.embedding.rows.size
+        conv = np.empty((count, sources.size), dtype=bool)
+        for k in range(count):
+            library = np.sort(self.rng.choice(r, target.smallest, replace=False))
+            index, weights = target.embedding.neighbours(library)
+            conv[k] = _skill_at(self.series, target.embedding.rows, index, weights, sources,
+                                lag) >= observed_conv
+        statistic = _surrogate_statistic(self.series, target, sources, self.lags, count, self.rng)
+        surr = statistic >= target.full[1:, sources].max(axis=0)
+        return conv, surr
 
 
 def decorrelation_time(series: _Series, var: int) -> int:
@@ -320,18 +420,14 @@ def cross_map_skill(series: _Series, rows: np.ndarray, index: np.ndarray, weight
 
 
 def _library_curves(series: _Series, target: _Embedding, sizes: np.ndarray, n_samples: int,
-                    n_smallest: int, lags: int, rng: np.random.Generator) -> list[np.ndarray]:
-    """Cross-map skill per library size: (samples, lags + 1, d) arrays, one per size.
-
-    The smallest size gets ``n_smallest`` random libraries (its samples are the convergence
-    test's null), a size covering every row gets its one library, the others ``n_samples``.
-    """
+                    lags: int, rng: np.random.Generator) -> list[np.ndarray]:
+    """Cross-map skill per library size: (samples, lags + 1, d) arrays, one per size; a size
+    covering every row gets its one library, the others ``n_samples`` random ones."""
     r = target.rows.size
     curves = []
-    for position, size in enumerate(sizes):
-        count = 1 if size >= r else (n_smallest if position == 0 else n_samples)
+    for size in sizes:
         libraries = [None] if size >= r else [
-            np.sort(rng.choice(r, size, replace=False)) for _ in range(count)
+            np.sort(rng.choice(r, size, replace=False)) for _ in range(n_samples)
         ]
         curves.append(np.stack([
             cross_map_skill(series, target.rows, *target.neighbours(lib), lags)
@@ -340,34 +436,35 @@ def _library_curves(series: _Series, target: _Embedding, sizes: np.ndarray, n_sa
     return curves
 
 
-def _surrogate_p(series: _Series, target: _Embedding, index: np.ndarray, weights: np.ndarray,
-                 observed: np.ndarray, sources: np.ndarray, lags: int, n_null: int,
-                 rng: np.random.Generator) -> np.ndarray:
-    """p-values (len(sources),) of ``max over lags 1..max_lag of rho(L_max)`` vs time shifts.
+def _skill_at(series: _Series, rows: np.ndarray, index: np.ndarray, weights: np.ndarray,
+              sources: np.ndarray, lags: np.ndarray) -> np.ndarray:
+    """rho (len(sources),) of each source at its own cross-map lag ``tp = -lags[k]``."""
+    values = series.x[index[:, :, None] - lags[None, None, :], sources[None, None, :]]
+    prediction = np.einsum("rk,rks->rs", weights, values)
+    return _pearson(prediction, series.x[rows[:, None] - lags[None, :], sources[None, :]], axis=0)
 
-    observed: (lags + 1, d) skill at L_max. Each surrogate rotates every trial of the source by
-    its own random shift; the target's neighbours and weights stay as they are.
+
+def _surrogate_statistic(series: _Series, target: _Target, sources: np.ndarray, lags: int,
+                         count: int, rng: np.random.Generator) -> np.ndarray:
+    """(count, len(sources)) ``max over lags 1..max_lag of rho(L_max)`` for time-shift surrogates.
+
+    Each surrogate rotates every trial of the source by its own random shift (at least a tenth
+    of the trial's length from either end); the target's neighbours and weights stay as they are.
     """
     low = np.maximum(1, np.ceil(_MIN_SHIFT_FRACTION * series.lengths)).astype(int)
     high = np.maximum(low, series.lengths - low)
-    shifts = rng.integers(low, high + 1, size=(n_null, series.lengths.size))
-    statistic = np.full((n_null, sources.size), -np.inf)
-    for chunk in np.array_split(np.arange(n_null), max(1, n_null // 32)):
+    shifts = rng.integers(low, high + 1, size=(count, series.lengths.size))
+    index, weights, rows = target.index, target.weights, target.embedding.rows
+    statistic = np.full((count, sources.size), -np.inf)
+    for chunk in np.array_split(np.arange(count), max(1, count // 32)):
         maps = series.shifted(shifts[chunk])  # (S, N)
         for lag in range(1, lags + 1):
-            for position, s in enumerate(sources):
-                values = series.x[maps[:, index - lag], s]  # (S, r, E+1)
-                prediction = np.einsum("rk,srk->sr", weights, values)
-                actual = series.x[maps[:, target.rows - lag], s]
-                rho = _pearson(prediction, actual, axis=1)
-                statistic[chunk, position] = np.maximum(statistic[chunk, position], rho)
-    best = observed[1:, sources].max(axis=0)
-    return (1 + np.sum(statistic >= best, axis=0)) / (1 + n_null)
-
-
-def _rank_p(null: np.ndarray, observed: float) -> float:
-    """Monte-Carlo p-value ``(1 + #{null >= observed}) / (1 + len(null))``."""
-    return float((1 + np.sum(null >= observed)) / (1 + null.size))
+            values = series.x[maps[:, index - lag]][..., sources]  # (S, r, E+1, sources)
+            prediction = np.einsum("rk,srkd->srd", weights, values)
+            actual = series.x[maps[:, rows - lag]][..., sources]  # (S, r, sources)
+            rho = _pearson(prediction, actual, axis=1)
+            statistic[chunk] = np.maximum(statistic[chunk], rho)
+    return statistic
 
 
 def _pearson(a: np.ndarray, b: np.ndarray, axis: int) -> np.ndarray:

@@ -133,6 +133,9 @@ class DynamicCausality(CausalMethod):
 
     name = "dynamic"
     reports_progress = True
+    use_when = (
+        "coupling that switches on, off or changes strength over the recording: strengths over time and their change points"
+    )
     summary = (
         "time-resolved causality: a base method on sliding windows, or the error increase when "
         "a source is perturbed in one predictor; change points per link"

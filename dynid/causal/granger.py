@@ -69,6 +69,9 @@ class Granger(CausalMethod):
     with ``-p penalty=group-lasso`` the group-lasso VAR of ``dynid.causal.group_lasso``."""
 
     name = "granger"
+    use_when = (
+        "lagged, roughly linear coupling (VAR-like data, or smooth nonlinear systems sampled finely, e.g. Lorenz-96); fastest; the default"
+    )
     summary = (
         "conditional (multivariate) VAR Granger causality: F/t-tests per link and lag, or a "
         "group-lasso VAR for many variables and few samples"

@@ -16,6 +16,8 @@ import numpy as np
 
 # Keys the JSON contract fixes; ``extra`` may add others but never replace these.
 CONTRACT_KEYS = ("variables", "method", "max_lag", "alpha", "edges", "score_matrix", "adjacency")
+# Lag-0 marks of an adjacency without one direction (``Edge.link``).
+UNDIRECTED = ("o-o", "x-x")
 CSV_HEADER = ("source", "target", "lag", "strength", "p_value", "significant")
 # XML 1.0 cannot carry these characters even escaped.
 _XML_INVALID = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\ufffe\uffff]")
@@ -27,6 +29,10 @@ class Edge:
 
     ``strength`` is method-specific and signed (its meaning is documented by the method);
     ``p_value`` is the multiplicity-adjusted p-value and ``significant`` is ``p_value <= alpha``.
+    ``link``: for lag-0 links of methods that test them (pcmciplus), the mark seen from the
+    source: ``-->`` directed source to target, ``<--`` the other way, ``o-o`` adjacent with the
+    direction not identifiable, ``x-x`` adjacent with conflicting orientations; None otherwise
+    (and then left out of the JSON).
     """
 
     source: str
@@ -35,9 +41,15 @@ class Edge:
     strength: float
     p_value: float
     significant: bool
+    link: str | None = None
+
+    @property
+    def undirected(self) -> bool:
+        """A lag-0 adjacency without a direction (``o-o``) or with conflicting ones (``x-x``)."""
+        return self.link in UNDIRECTED
 
     def to_json_dict(self) -> dict[str, Any]:
-        return {
+        doc = {
             "source": self.source,
             "target": self.target,
             "lag": int(self.lag),
@@ -45,6 +57,9 @@ class Edge:
             "p_value": _json_float(self.p_value),
             "significant": bool(self.significant),
         }
+        if self.link is not None:
+            doc["link"] = self.link
+        return doc
 
 
 @dataclass
@@ -110,6 +125,7 @@ class CausalGraph:
                 strength=_from_json_float(e["strength"]),
                 p_value=_from_json_float(e["p_value"]),
                 significant=bool(e["significant"]),
+                link=e.get("link"),
             )
             for e in doc["edges"]
         ]
@@ -144,7 +160,8 @@ class CausalGraph:
         return buffer.getvalue()
 
     def to_dot(self) -> str:
-        """A Graphviz digraph of the significant edges, one arrow per pair labelled by its lags.
+        """A Graphviz digraph of the significant edges, one arrow per pair labelled by its lags;
+        an undirected lag-0 adjacency (``Edge.undirected``) is one line without arrowheads.
 
         Nodes get safe ids ``n0, n1, ...`` and carry the variable name as an escaped label, so any
         name (quotes, backslashes, spaces) renders as written; every variable is drawn, linked or
@@ -155,8 +172,12 @@ class CausalGraph:
             lines.append(f'  n{i} [label="{_dot_escape(name)}"];')
         index = {name: i for i, name in enumerate(self.variables)}
         for (source, target), edges in self._significant_pairs().items():
-            lags = ",".join(str(e.lag) for e in edges)
-            lines.append(f'  n{index[source]} -> n{index[target]} [label="{lags}"];')
+            directed = [e for e in edges if not e.undirected]
+            if directed:
+                lags = ",".join(str(e.lag) for e in directed)
+                lines.append(f'  n{index[source]} -> n{index[target]} [label="{lags}"];')
+            if len(directed) < len(edges) and index[source] < index[target]:
+                lines.append(f'  n{index[source]} -> n{index[target]} [label="0", dir=none];')
         lines.append("}")
         return "\n".join(lines) + "\n"
 

@@ -118,16 +118,18 @@ class CMIEstimator:
             raise ValueError(f"n_permutations must be >= 1, got {n_permutations!r}")
         if stop_after is not None and stop_after < 1:
             raise ValueError(f"stop_after must be >= 1 or None, got {stop_after!r}")
+        null = self.null_sampler(x, k_perm=k_perm, rng=rng)
+        exceed, done = null.run(n_permutations, stop_after or n_permutations + 1)
+        if stop_after is not None and exceed >= stop_after:
+            return null.observed, exceed / done
+        return null.observed, (1 + exceed) / (1 + n_permutations)
+
+    def null_sampler(self, x: np.ndarray, *, k_perm: int = 5, rng: Rng) -> NullSampler:
+        """The estimate for ``x`` and a source of its permutation null values, drawn on demand
+        (for sequential tests, ``montecarlo.py``)."""
         generator = np.random.default_rng(rng)
         xp = self._prepare_x(x)
-        observed = self._estimate_prepared(xp)
-        shuffle = self._shuffler(k_perm, generator)
-        exceed = 0
-        for done in range(1, n_permutations + 1):
-            exceed += self._estimate_prepared(xp[shuffle()]) >= observed
-            if stop_after is not None and exceed >= stop_after:
-                return observed, exceed / done
-        return observed, (1 + exceed) / (1 + n_permutations)
+        return NullSampler(self, xp, self._estimate_prepared(xp), self._shuffler(k_perm, generator))
 
     def _prepare_x(self, x: np.ndarray) -> np.ndarray:
         xp = _prepare(x, _X)
@@ -166,6 +168,24 @@ class CMIEstimator:
                                                             p=np.inf)[1]
         neighbours = self._z_neighbours[k_perm]
         return lambda: restricted_permutation(neighbours, rng)
+
+
+class NullSampler:
+    """Permutation null values of one estimate: ``observed`` and ``run``."""
+
+    def __init__(self, estimator: CMIEstimator, x: np.ndarray, observed: float,
+                 shuffle: Callable[[], np.ndarray]) -> None:
+        self.estimator, self.x, self.observed, self.shuffle = estimator, x, observed, shuffle
+
+    def run(self, count: int, need: int) -> tuple[int, int]:
+        """(exceedances, permutations done): up to ``count`` permutations, stopping once
+        ``need`` null values reached ``observed``."""
+        exceed = 0
+        for done in range(1, count + 1):
+            exceed += self.estimator._estimate_prepared(self.x[self.shuffle()]) >= self.observed
+            if exceed >= need:
+                return int(exceed), done
+        return int(exceed), count
 
 
 def restricted_permutation(neighbours: np.ndarray, rng: np.random.Generator) -> np.ndarray:

@@ -137,6 +137,9 @@ class NeuralGranger(CausalMethod):
     """
 
     name = "neural"
+    use_when = (
+        "nonlinear lagged coupling in larger systems (needs torch)"
+    )
     summary = "neural Granger causality (cMLP, Tank et al. 2021): sparse per-target MLPs, torch"
     Params = NeuralParams
     cuda = True

@@ -17,71 +17,52 @@ target ``x_j(t)`` are all ``(i, lag)`` with ``tau_min <= lag <= max_lag`` (self-
 
 This is tigramite 5.2's ``PCMCI.run_pcmci`` step for step (same candidate order, tie-breaking,
 subsets and sample alignment), so with ParCorr the p-values agree with tigramite's to rounding.
-Contemporaneous (lag-0) links, i.e. PCMCI+, are not tested.
+Contemporaneous (lag-0) links are tested by ``--method pcmciplus`` (pcmciplus.py).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from itertools import combinations, islice
-from typing import Any, Literal
 
 import numpy as np
-from numpy.lib.stride_tricks import sliding_window_view
 
 from dynid.causal.base import CausalMethod, CausalSettings
-from dynid.causal.common import check_columns_after_lags, check_values, usable_rows
-from dynid.causal.citests import CITest, CMIKnn, ParCorr
+from dynid.causal.citests import CITest
+from dynid.causal.common import check_columns_after_lags
 from dynid.causal.fdr import adjust_pvalues
 from dynid.causal.graph import CausalGraph, lagged_edges, pair_scores
+from dynid.causal.pc import (
+    CITestParams,
+    check_data,
+    check_pc_alpha,
+    check_whole,
+    make_test,
+    node_matrix,
+    pc1,
+)
 from dynid.data.dataset import Dataset
-from dynid.errors import DataError, UsageError
-from dynid.params import Hyperparameters, param
+from dynid.errors import UsageError
+from dynid.params import param
 from dynid.runtime import Steps
 
-CI_TESTS = ("parcorr", "cmiknn")
+__all__ = ["PCMCI", "PCMCIParams", "node_matrix", "pcmci"]
 
 
 @dataclass(frozen=True)
-class PCMCIParams(Hyperparameters):
+class PCMCIParams(CITestParams):
     """PCMCI's options (``-p key=value``); lags are in samples."""
 
-    ci_test: Literal["parcorr", "cmiknn"] = param(
-        "parcorr",
-        "conditional-independence test: parcorr (linear partial correlation, t-test) or "
-        "cmiknn (kNN conditional mutual information, permutation test; nonlinear, slow)",
-    )
     pc_alpha: float = param(
         0.2,
         "PC1 keeps a candidate parent while its p-value is <= pc_alpha (tigramite's default "
         "when not optimised); loose on purpose: PC1 only picks conditions for the MCI tests",
     )
-    max_conds_dim: int | None = param(
-        None, "largest PC1 conditioning set (none: up to every candidate)"
-    )
-    max_combinations: int = param(
-        1, "PC1 condition subsets tried per size (1: only the strongest others, as tigramite)"
-    )
     tau_min: int = param(1, "smallest lag tested, in samples (>= 1; at most --max-lag)")
-    knn: int = param(5, "cmiknn: nearest neighbours of the CMI estimator")
-    n_permutations: int = param(200, "cmiknn: permutations per test (p-value resolution)")
 
     def __post_init__(self) -> None:
-        if self.ci_test not in CI_TESTS:
-            raise ValueError(f"ci_test must be one of {', '.join(CI_TESTS)}, got {self.ci_test!r}")
-        if isinstance(self.pc_alpha, bool) or not 0.0 < self.pc_alpha <= 1.0:
-            raise ValueError(f"pc_alpha must lie in (0, 1], got {self.pc_alpha!r}")
-        if self.max_conds_dim is not None:
-            _check_whole("max_conds_dim", self.max_conds_dim, 0)
-        _check_whole("max_combinations", self.max_combinations, 1)
-        _check_whole("tau_min", self.tau_min, 1)
-        _check_whole("knn", self.knn, 1)
-        _check_whole("n_permutations", self.n_permutations, 1)
-
-
-def _check_whole(name: str, value: Any, least: int) -> None:
-    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < least:
-        raise ValueError(f"{name} must be a whole number >= {least}, got {value!r}")
+        super().__post_init__()
+        check_pc_alpha(self.pc_alpha)
+        check_whole("tau_min", self.tau_min, 1)
 
 
 class PCMCI(CausalMethod):
@@ -89,6 +70,9 @@ class PCMCI(CausalMethod):
 
     name = "pcmci"
     reports_progress = True
+    use_when = (
+        "many autocorrelated variables with common drivers and lagged links; parcorr for linear, cmiknn for nonlinear dependence"
+    )
     summary = "PCMCI: PC1 condition selection, then momentary conditional independence tests"
     Params = PCMCIParams
 
@@ -126,16 +110,19 @@ def pcmci(data: Dataset, params: PCMCIParams, settings: CausalSettings) -> Causa
     if params.tau_min > max_lag:
         raise UsageError(f"-p tau_min={params.tau_min} exceeds --max-lag {max_lag}")
     lags = range(params.tau_min, max_lag + 1)
-    _check_data(data, max_lag, len(lags))
+    # The largest MCI conditioning set: both nodes' candidates but the tested one.
+    check_data(data, "PCMCI", max_lag, 2 * d * len(lags) - 1)
     columns = node_matrix([trial.x for trial in data.trials], 2 * max_lag)
     check_columns_after_lags(data, columns, 2 * max_lag)
-    test = _make_test(columns, params, settings)
+    test = make_test(columns, params, settings)
 
     candidates = [lag * d + i for i in range(d) for lag in lags]  # tigramite's order
     max_conds = d * len(lags) if params.max_conds_dim is None else params.max_conds_dim
     steps = Steps(settings.training.progress, 2)
     steps.start("pcmci: PC1 condition selection")
-    parents = pc1(test, d, candidates, params.pc_alpha, max_conds, params.max_combinations)
+    parents = pc1(
+        test, d, candidates, params.pc_alpha, max_conds, params.max_combinations
+    ).parents
     steps.finish("pcmci: PC1 condition selection")
     steps.start("pcmci: MCI tests")
     val, p_raw = mci(test, d, candidates, parents, max_lag)
@@ -177,64 +164,6 @@ def pcmci(data: Dataset, params: PCMCIParams, settings: CausalSettings) -> Causa
     )
 
 
-def node_matrix(trials_x: list[np.ndarray], depth: int) -> np.ndarray:
-    """Every variable at lags 0..depth, trials' rows pooled: (n_rows, (depth + 1) * d).
-
-    Column ``lag * d + i`` holds ``x_i(t - lag)``; a trial of n samples gives rows
-    ``t = depth .. n - 1`` (none if n <= depth).
-    """
-    d = trials_x[0].shape[1]
-    blocks = [
-        # windows[w, i, s] = x[w + s, i] for the row t = w + depth, so lag = depth - s.
-        sliding_window_view(x, depth + 1, axis=0)[:, :, ::-1].transpose(0, 2, 1).reshape(
-            -1, (depth + 1) * d
-        )
-        for x in trials_x
-        if x.shape[0] > depth
-    ]
-    return np.concatenate(blocks) if blocks else np.empty((0, (depth + 1) * d))
-
-
-def pc1(
-    test: CITest,
-    d: int,
-    candidates: list[int],
-    pc_alpha: float,
-    max_conds_dim: int,
-    max_combinations: int,
-) -> list[list[int]]:
-    """PC1 parents (node indices, strongest first) of each target node ``j = 0..d-1``.
-
-    Each round tests every active target's candidates in one ``test.run`` call.
-    """
-    position = {node: k for k, node in enumerate(candidates)}
-    parents = [list(candidates) for _ in range(d)]
-    val_min: list[dict[int, float]] = [{} for _ in range(d)]
-    for size in range(max_conds_dim + 1):
-        active = [j for j in range(d) if len(parents[j]) > size]
-        if not active:
-            break
-        batch, owners = [], []
-        for j in active:
-            for node in parents[j]:
-                others = [q for q in parents[j] if q != node]
-                for conditions in islice(combinations(others, size), max_combinations):
-                    batch.append((node, j, conditions))
-                    owners.append((j, node))
-        values, pvalues = test.run(batch)
-        dropped: list[set[int]] = [set() for _ in range(d)]
-        for (j, node), value, pvalue in zip(owners, np.abs(values).tolist(), pvalues.tolist()):
-            if node in dropped[j]:
-                continue  # the first non-significant subset ends a candidate's round
-            val_min[j][node] = min(value, val_min[j].get(node, np.inf))
-            if not pvalue <= pc_alpha:
-                dropped[j].add(node)
-        for j in active:
-            kept = [node for node in parents[j] if node not in dropped[j]]
-            parents[j] = sorted(kept, key=lambda node: (-val_min[j][node], position[node]))
-    return parents
-
-
 def mci(
     test: CITest, d: int, candidates: list[int], parents: list[list[int]], max_lag: int
 ) -> tuple[np.ndarray, np.ndarray]:
@@ -255,28 +184,3 @@ def mci(
     i, j, lag = (np.array(index) for index in zip(*links))
     val[i, j, lag], p[i, j, lag] = values, pvalues
     return val, p
-
-
-def _make_test(columns: np.ndarray, params: PCMCIParams, settings: CausalSettings) -> CITest:
-    if params.ci_test == "parcorr":
-        return ParCorr(columns)
-    return CMIKnn(
-        columns,
-        knn=params.knn,
-        n_permutations=params.n_permutations,
-        rng=np.random.default_rng(settings.seed),
-    )
-
-
-def _check_data(data: Dataset, max_lag: int, n_lags: int) -> None:
-    check_values(data, "PCMCI")
-    d, depth = data.n_variables, 2 * max_lag
-    n_rows = usable_rows(data, depth)
-    # The largest MCI conditioning set has 2 * d * n_lags - 1 nodes; its t-test needs dof >= 1.
-    needed = 2 * d * n_lags + 2
-    if n_rows < needed:
-        raise DataError(
-            f"{data.source}: PCMCI with max_lag={max_lag} and {d} variables needs at least "
-            f"{needed} rows (a trial of n samples gives n - {depth}, as conditions reach back "
-            f"2 * max_lag), got {n_rows}; use a smaller --max-lag or more samples"
-        )

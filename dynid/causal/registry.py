@@ -11,6 +11,7 @@ from dynid.errors import UsageError
 _METHODS: dict[str, str] = {
     "granger": "dynid.causal.granger:Granger",
     "pcmci": "dynid.causal.pcmci:PCMCI",
+    "pcmciplus": "dynid.causal.pcmciplus:PCMCIPlus",
     "ccm": "dynid.causal.ccm:CCM",
     "te": "dynid.causal.te:TransferEntropy",
     "neural": "dynid.causal.neural:NeuralGranger",

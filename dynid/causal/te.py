@@ -13,7 +13,8 @@ can make a null one slightly negative) and ``p_value`` the adjusted p-value; ``s
 ``-log10`` of each pair's smallest adjusted p-value. ``extra``: ``correction``, ``n_rows``, ``dt``,
 ``k``, ``history``, ``condition_on``, ``n_permutations``, ``p_value_floor`` (``1 / (n + 1)``),
 ``lone_link_can_pass`` (whether that floor survives the correction for a single link), and
-(d, d, max_lag) arrays ``[source][target][lag - 1]`` ``transfer_entropy`` and ``p_value_raw``.
+(d, d, max_lag) arrays ``[source][target][lag - 1]`` ``transfer_entropy``, ``p_value_raw`` and
+``permutations_done``.
 Trials are independent: no row reaches across a trial boundary.
 
 Resolution. A permutation p-value is at least ``1 / (n_permutations + 1)``; after Bonferroni, or
@@ -21,9 +22,11 @@ BH with a single true link, the smallest adjusted value is ``m / (n_permutations
 tests, so with a fixed default of 100 a two-variable run at the default ``max_lag=5`` (m = 10)
 could never reach ``alpha = 0.05``. The default is therefore sized per run: the smallest count at
 which a lone link can pass the correction, ``ceil(m / alpha)`` (or ``1 / alpha`` with no
-correction), and at least 99. Its cost grows like ``m^2``; it stays affordable because a test
-stops as soon as ``stop_after`` null values reach the observed one (Besag-Clifford sequential
-p-values), so only links that look real run every permutation.
+correction), and at least 99. That is the most a test runs (``montecarlo.py``): a test stops as
+soon as ``stop_after`` null values reach the observed one (Besag-Clifford sequential p-values),
+or once its decision under the correction is settled (Clopper-Pearson bounds, as in Gandy and
+Hahn's MMCTest), so in a graph with many strong links each runs a few hundred permutations, and
+only a lone or borderline link runs them all.
 """
 
 from __future__ import annotations
@@ -42,7 +45,8 @@ from dynid.causal.common import (
 )
 from dynid.causal.fdr import adjust_pvalues
 from dynid.causal.graph import CausalGraph, lagged_edges, pair_scores
-from dynid.causal.knn import CMIEstimator
+from dynid.causal.knn import CMIEstimator, NullSampler
+from dynid.causal.montecarlo import one_by_one, sequential_pvalues
 from dynid.data.dataset import Dataset
 from dynid.params import Hyperparameters, param
 from dynid.runtime import Steps
@@ -85,6 +89,9 @@ class TransferEntropy(CausalMethod):
 
     name = "te"
     reports_progress = True
+    use_when = (
+        "nonlinear stochastic coupling with a few variables and enough samples; the slowest (kNN permutation tests per link and lag)"
+    )
     summary = "transfer entropy (KSG kNN estimator) per link and lag, local permutation tests"
     Params = TEParams
 
@@ -111,10 +118,11 @@ class TransferEntropy(CausalMethod):
         rng = np.random.default_rng(settings.seed)
 
         te = np.full((d, d, lags), np.nan)
-        p_raw = np.full((d, d, lags), np.nan)
-        steps = Steps(settings.training.progress, d)
+        links: list[tuple[int, int, int]] = []  # (source, target, lag)
+        samplers: list[NullSampler] = []
+        steps = Steps(settings.training.progress, 2)
+        steps.start("te: estimates")
         for i in range(d):
-            steps.start(f"te: target {data.variables[i]}")
             own = [past[lag][:, i] for lag in range(1, h + 1)]
             shared = CMIEstimator(past[0][:, i], np.column_stack(own), params.k)
             for j in range(d):
@@ -127,11 +135,23 @@ class TransferEntropy(CausalMethod):
                     estimator = CMIEstimator(past[0][:, i], np.column_stack(own + others),
                                              params.k)
                 for lag in range(1, lags + 1):
-                    te[j, i, lag - 1], p_raw[j, i, lag - 1] = estimator.permutation_test(
-                        past[lag][:, j], k_perm=params.k_perm, n_permutations=n_perm, rng=rng,
-                        stop_after=params.stop_after or None,
-                    )
-            steps.finish(f"te: target {data.variables[i]}")
+                    sampler = estimator.null_sampler(past[lag][:, j], k_perm=params.k_perm, rng=rng)
+                    te[j, i, lag - 1] = sampler.observed
+                    links.append((j, i, lag - 1))
+                    samplers.append(sampler)
+        steps.finish("te: estimates")
+        steps.start("te: permutation tests")
+        p_tests, n_done = sequential_pvalues(
+            one_by_one(lambda test, count, need: samplers[test].run(count, need)), len(samplers),
+            n_perm,
+            alpha=settings.alpha, correction=settings.correction,  # type: ignore[arg-type]
+            stop_after=params.stop_after or None,
+        )
+        steps.finish("te: permutation tests")
+        p_raw = np.full((d, d, lags), np.nan)
+        permutations = np.zeros((d, d, lags), dtype=np.int64)
+        source, target, slot = (np.array(index) for index in zip(*links))
+        p_raw[source, target, slot], permutations[source, target, slot] = p_tests, n_done
         return lagged_graph(
             data, settings, method="te", strength=te, p_raw=p_raw,
             extra={
@@ -147,6 +167,7 @@ class TransferEntropy(CausalMethod):
                                                          settings.correction),
                 "transfer_entropy": te,
                 "p_value_raw": p_raw,
+                "permutations_done": permutations,
             },
         )
 

@@ -148,7 +148,8 @@ def _list(out: Output, registry) -> None:  # type: ignore[no-untyped-def]
     out.emit_catalogue(
         METHODS,
         [
-            {"name": name, "summary": cls.summary, "cuda": cls.cuda, "hyperparameters": cls.Params.describe()}
+            {"name": name, "summary": f"{cls.summary}. Use for {cls.use_when}.", "use_when": cls.use_when,
+             "cuda": cls.cuda, "hyperparameters": cls.Params.describe()}
             for name, cls in ((name, registry.get(name)) for name in registry.names())
         ]
     )
@@ -157,12 +158,17 @@ def _list(out: Output, registry) -> None:  # type: ignore[no-untyped-def]
 def _table(graph) -> str:  # type: ignore[no-untyped-def]
     from dynid.causal.graph import evidence_order
 
-    significant = sorted((e for e in graph.edges if e.significant), key=evidence_order)
+    # An undirected lag-0 link (o-o, x-x) is one row, not one per direction.
+    significant = sorted(
+        (e for e in graph.edges if e.significant and not (e.undirected and e.source > e.target)),
+        key=evidence_order,
+    )
     lines = [f"{graph.method}: {len(significant)} significant link(s) at alpha {graph.alpha:g} (max lag {graph.max_lag})"]
     lines.append(f"{'source':>12}  {'target':<12} {'lag':>3}  {'strength':>9}  {'p (adj.)':>9}")
     for e in significant:
         p_text = f"{e.p_value:>9.2e}" if e.p_value == e.p_value else f"{'n/a':>9}"
-        lines.append(f"{e.source:>12}->{e.target:<12} {e.lag:>3}  {e.strength:>9.3g}  {p_text}")
+        arrow = e.link if e.undirected else "->"
+        lines.append(f"{e.source:>12}{arrow}{e.target:<12} {e.lag:>3}  {e.strength:>9.3g}  {p_text}")
     changes = graph.extra.get("dynamic", {}).get("change_points", [])
     if changes:
         lines.append(f"{len(changes)} change point(s) in link strength:")

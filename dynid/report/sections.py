@@ -27,7 +27,7 @@ from dynid.report.html import (
     cut, error, figure, fingerprint_cell, flatten, h3, hyperparameter_cell, names, note, pre,
     table,
 )
-from dynid.report.svg import Series, eigenvalue_plot, esc, fmt, heatmap, line_plot
+from dynid.report.svg import Series, eigenvalue_plot, esc, fmt, line_plot
 from dynid.report.symbolic import equation_document, symbolic_body, without_equations
 from dynid.report.template import Section
 from dynid.training.loop import TRAINING_CURVE
@@ -268,53 +268,6 @@ def _others(doc: dict[str, Any], shown: Iterable[str]) -> str:
     return h3("Other fields") + _generic(rest) if rest else ""
 
 
-@result_renderer(documents.CAUSAL, "Causal discovery")
-def _causal(doc: dict[str, Any]) -> str:
-    variables = [str(v) for v in doc["variables"]]
-    d = len(variables)
-    adjacency = np.array(doc["adjacency"], dtype=float)
-    if adjacency.shape != (d, d):
-        raise ValueError(f"adjacency is {adjacency.shape}, expected ({d}, {d})")
-    edges = list(doc["edges"])
-    significant = sorted(
-        (e for e in edges if e.get("significant")),
-        key=lambda e: (e.get("p_value") is None, e.get("p_value") or 0.0),
-    )
-    summary = table(
-        [
-            ("method", doc.get("method")),
-            ("max lag", doc.get("max_lag")),
-            ("alpha", doc.get("alpha")),
-            ("variables", names(variables)),
-            ("edges tested", len(edges)),
-            ("significant edges", len(significant)),
-        ],
-        row_headers=True,
-    )
-    score = adjacency
-    if doc.get("score_matrix") is not None:
-        score = np.array(doc["score_matrix"], dtype=float)
-        score = score if score.shape == (d, d) else adjacency
-    links = figure(
-        heatmap(score, variables, variables, title="Causal links", row_title="source",
-                col_title="target", outline=adjacency > 0),
-        "Colour: score matrix (darker = more evidence); outlined: significant links (adjacency 1). "
-        "Rows are sources, columns targets.",
-    )
-    rows, cut_note = cut(
-        [(e["source"], e["target"], e.get("lag"), e.get("strength"), e.get("p_value"))
-         for e in significant],
-        "significant edges",
-    )
-    listing = (
-        table(rows, header=["source", "target", "lag", "strength", "p-value"]) + cut_note
-        if rows
-        else note(f"No significant edges at alpha = {fmt(doc.get('alpha'))}.")
-    )
-    known = ("kind", "variables", "method", "max_lag", "alpha", "edges", "score_matrix", "adjacency")
-    return (
-        summary + links + h3("Significant edges (by p-value)") + listing + _others(doc, known)
-    )
 
 
 @result_renderer(documents.SYMBOLIC, "Symbolic regression")
