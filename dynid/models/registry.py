@@ -20,6 +20,8 @@ _BACKENDS: dict[str, str] = {
     "hmm": "dynid.models.latent.hmm:HMM",
     "arhmm": "dynid.models.latent.hmm:ARHMM",
     "koopman": "dynid.models.operator.koopman:Koopman",
+    "plrnn": "dynid.models.rnn.plrnn:PLRNN",
+    "alrnn": "dynid.models.rnn.alrnn:ALRNN",
 }
 
 
