@@ -54,7 +54,8 @@ class ALRNN(GTFBackend):
 
     name = "alrnn"
     summary = ("almost-linear RNN (P of M units ReLU) trained by generalized teacher forcing; "
-               "reports linear subregions and the symbolic coding of a free run")
+               "reports linear subregions and the symbolic coding of a free run; partial "
+               "observation via free latents; noise: -p smoothing / -p noise")
     Params = ALRNNParams
 
     def _default_latent(self) -> int:

@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from dynid.data.dataset import Dataset, Trial
-from dynid.errors import DataError
+from dynid.errors import DataError, UsageError
 from dynid.models.base import Backend, Capabilities, Hyperparameters, expect_array, param
 from dynid.models.reservoir.readout import Standardiser
 
@@ -49,8 +49,8 @@ class GTFParams(Hyperparameters):
     warmup: int = param(
         25, "teacher-forced steps that infer the unobserved latents (training and forecasts; "
             "not used when latent = N)")
-    lr: float = param(1e-3, "initial learning rate of RAdam")
-    lr_end: float = param(1e-5, "final learning rate (geometric decay over the epochs)")
+    lr: float = param(5e-3, "initial learning rate of RAdam")
+    lr_end: float = param(1e-4, "final learning rate (geometric decay over the epochs)")
     regularisation: float = param(1e-5, "L2 penalty on the coupling weights")
     noise: float = param(
         0.0, "sd of Gaussian noise added to every batch (standardised units): noise robustness")
@@ -128,7 +128,7 @@ class GTFBackend(Backend):
 
         params: GTFParams = self.params  # type: ignore[assignment]
         if self.latent < self.n_variables:
-            raise DataError(f"-p latent={self.latent}: the {self.name} model needs at least as "
+            raise UsageError(f"-p latent={self.latent}: the {self.name} model needs at least as "
                             f"many latents as variables ({self.n_variables})")
         self.mean_, self.scale_ = self._standardiser(data, "x")
         self.input_mean_, self.input_scale_ = self._standardiser(data, "u")
@@ -150,8 +150,8 @@ class GTFBackend(Backend):
         target = torch.device(device)
         n, m = self.n_variables, self.n_inputs
 
-        def series(parts: list[np.ndarray]) -> Series:
-            return Series.of([(p[:, :n], p[:, n:2 * n], p[:, 2 * n:]) for p in parts], target)
+        def series(parts: list[np.ndarray], on: torch.device = target) -> Series:
+            return Series.of([(p[:, :n], p[:, n:2 * n], p[:, 2 * n:]) for p in parts], on)
 
         with torch_threads(self.training.threads):
             session = TrainingSession(self.training, 0 if seed is None else seed)
@@ -167,7 +167,8 @@ class GTFBackend(Backend):
                 "best_epoch": result.best_epoch,
                 "validation_error_20_steps": result.best_validation_loss,
                 "alpha": strategy.alpha, "latent": self.latent,
-                **self._region_summary(series([np.hstack(t) for t in trials])),
+                **self._region_summary(series([np.hstack(t) for t in trials],
+                                              torch.device("cpu"))),
             }
 
     def _standardiser(self, data: Dataset, part: str) -> tuple[np.ndarray, np.ndarray]:
@@ -179,14 +180,15 @@ class GTFBackend(Backend):
 
     def _standardised(self, trial: Trial) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """(x, forcing signals, u) of ``trial`` in standardised units."""
-        from scipy.signal import savgol_filter
-
         x = (trial.x - self.mean_) / self.scale_
         u = (np.zeros((len(x), 0)) if trial.u is None
              else (trial.u - self.input_mean_) / self.input_scale_)
         window = self.params.smoothing  # type: ignore[attr-defined]
-        d = savgol_filter(x, window, 2, axis=0) if window and len(x) >= window else x
-        return x, d, u
+        if not window or len(x) < window:
+            return x, x, u
+        from scipy.signal import savgol_filter  # seconds to import: only when asked for
+
+        return x, savgol_filter(x, window, 2, axis=0), u
 
     def _region_summary(self, data: Series) -> dict[str, Any]:
         """The subregions the teacher-forced training data visit (the dominant one kept for
