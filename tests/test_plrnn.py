@@ -127,6 +127,22 @@ def test_partial_observation_infers_the_hidden_coordinate():
     assert nrmse[0] < 0.05, nrmse
 
 
+def test_external_inputs_drive_the_latents():
+    # x_{t+1} = 0.8 x_t + u_t: the step from t uses the input at t (as simulate's convention:
+    # the history's last input, then the future inputs).
+    rng = np.random.default_rng(0)
+    u = rng.standard_normal((500, 1))
+    x = np.zeros((500, 1))
+    for t in range(499):
+        x[t + 1] = 0.8 * x[t] + u[t]
+    data = Dataset.from_arrays(x[:400], dt=1.0, u=u[:400], variables=["x"], inputs=["u"])
+    # Adam moves a weight by at most lr a batch: C (0.62 standardised) needs more batches.
+    model = api.fit(data, "plrnn", QUICK + ["hidden=8", "epochs=60"], seed=0, device="cpu").model
+    forecast = api.forecast(model, data, 99, future_inputs=u[400:499]).x
+    nrmse = np.sqrt(np.mean((forecast - x[400:499]) ** 2)) / x.std()
+    assert nrmse < 0.05, nrmse
+
+
 # -- training through the shared loop -----------------------------------------------------------
 def test_checkpoint_and_resume_are_bit_identical(tmp_path, monkeypatch):
     from dynid.training import TrainingOptions, TrainingSession
