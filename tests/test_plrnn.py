@@ -103,6 +103,25 @@ def test_alpha_from_the_jacobian_norm():
         assert estimate_alpha(cell, states, 1) == 0.0
 
 
+def test_training_windows_stay_inside_trials():
+    from dynid.models.rnn.gtf import GTFSettings, GTFTraining, Series
+    from dynid.training import TrainingSession
+
+    trials = [(np.full((n, 1), float(i)),) * 2 + (np.zeros((n, 0)),)
+              for i, n in enumerate([30, 12, 9])]  # the third is shorter than a window
+    series = Series.of(trials, torch.device("cpu"))
+    settings = GTFSettings(alpha=None, interval=1, batch=500, batches=1, sequence=7, warmup=2,
+                           epochs=1, lr=1e-3, lr_end=1e-3, regularisation=0.0, noise=0.0)
+    session = TrainingSession(seed=0)
+    strategy = GTFTraining(ShallowPLRNN(1, 4, 0, session.torch_generator), series, None,
+                           settings, session)
+    first = strategy._sample()
+    x, _, _ = series.windows(first, strategy.window)
+    # Every window lies in one trial (constant values), and every full window is drawn.
+    assert torch.all(x == x[:, :1]) and set(x[:, 0, 0].tolist()) == {0.0, 1.0}
+    assert set(first.tolist()) == set(range(0, 21)) | set(range(30, 33))
+
+
 # -- recovery of a known system ---------------------------------------------------------------
 def test_plrnn_forecasts_a_rotation():
     model, nrmse = fit_rotation("plrnn", [0, 1], ["hidden=50"])
