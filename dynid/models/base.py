@@ -103,8 +103,9 @@ class Backend(ABC):
     ) -> Backend:
         """Learn from ``data``; returns self. Raises DataError if the data do not suit.
 
-        training: ``--max-time``, checkpoints, ``--resume`` and threads, which backends with
-        ``capabilities.training`` read from ``self.training`` in ``_fit``.
+        training: ``--max-time``, checkpoints, ``--resume``, threads and the progress display,
+        for backends that train a network (``capabilities.training``; they read it as
+        ``self.training_options`` in ``_fit``).
         """
         caps = self.capabilities
         if caps.uniform_steps and data.dt is None:
@@ -119,7 +120,7 @@ class Backend(ABC):
         self.variables_ = tuple(data.variables)
         self.inputs_ = tuple(data.inputs)
         self.dt_ = data.dt if data.dt is not None else _median_step(data)
-        self.training = training if training is not None else TrainingOptions()
+        self.training_options = training if training is not None else TrainingOptions()
         self._fit(data, seed=seed, device=device, progress=progress)
         return self
 

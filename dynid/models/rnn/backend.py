@@ -153,8 +153,8 @@ class GTFBackend(Backend):
         def series(parts: list[np.ndarray], on: torch.device = target) -> Series:
             return Series.of([(p[:, :n], p[:, n:2 * n], p[:, 2 * n:]) for p in parts], on)
 
-        with torch_threads(self.training.threads):
-            session = TrainingSession(self.training, 0 if seed is None else seed)
+        with torch_threads(self.training_options.threads):
+            session = TrainingSession(self.training_options, 0 if seed is None else seed)
             cell = self._cell(self.latent, m, session.torch_generator).to(target)
             strategy = GTFTraining(cell, series(fit_part), series(held_out) if held_out else None,
                                    settings, session)
