@@ -63,6 +63,7 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=3)
     args = parser.parse_args()
     small = max(2, args.files // 10)
+    loadavg_at_start = os.getloadavg()[0]
     with tempfile.TemporaryDirectory() as tmp:
         root = Path(tmp)
         make_files(root / "big", args.files)
@@ -79,9 +80,11 @@ def main() -> None:
             api_s = api_seconds_per_file(root / "small", root / "api")
     medians = {name: summarize(s)["median_s"] for name, s in samples.items()}
     report: dict[str, object] = {"files": args.files, "small_batch_files": small, "cpus": os.cpu_count(),
-                                 "other_load_cores": load.cores, "loadavg_1min_at_end": os.getloadavg()[0],
+                                 "other_load_cores": load.cores, "loadavg_1min_at_start": loadavg_at_start,
+                                 "loadavg_1min_at_end": os.getloadavg()[0],
                                  "api_seconds_per_file": api_s, "samples": {k: summarize(v) for k, v in samples.items()}}
-    print(f"{args.files} files; other load {load.cores} cores; in-process read+fit+save {api_s * 1e3:.1f} ms/file")
+    print(f"{args.files} files; other load {load.cores} cores (load average {loadavg_at_start:.1f} at the start, "
+          f"{os.getloadavg()[0]:.1f} at the end); in-process read+fit+save {api_s * 1e3:.1f} ms/file")
     for jobs in (1, 2):
         big, few = medians[f"big, --jobs {jobs}"], medians[f"small, --jobs {jobs}"]
         marginal = (big - few) / (args.files - small)

@@ -18,15 +18,16 @@ import numpy as np
 
 from dynid.data.dataset import Dataset, Trial
 from dynid.documents import CAUSAL, INFO, SCORE, SYMBOLIC, tagged
-from dynid.errors import DataError, Diverged, UsageError
+from dynid.errors import DataError, Diverged, ResourceUnavailable, UsageError
 from dynid.metrics import valid_prediction_time
 from dynid.models import registry
-from dynid.models.base import Backend, Hyperparameters, LatentStates
+from dynid.models.base import Backend, Hyperparameters, LatentStates, check_labels
 from dynid.runtime import resolve_device, seed_everything
 from dynid.training import TrainingOptions
 
 if TYPE_CHECKING:
     from dynid.causal.graph import CausalGraph
+    from dynid.data.stream import Stream
     from dynid.modelfile import ModelFile
 
 # Hyperparameters as the API takes them: the dataclass, typed values, or "key=value" strings.
@@ -34,6 +35,13 @@ Params = Hyperparameters | Mapping[str, object] | Sequence[str] | None
 # Methods ``discover_causal(..., clusters=...)`` works with.
 CLUSTER_METHODS = ("granger",)
 
+
+# The shortest free run D_stsp and D_H are computed on, and the orbit length (in samples) and
+# transient of --estimate-lyapunov: long enough for stable statistics of a 3-D chaotic flow.
+FREE_RUN_MIN = 10_000
+LYAPUNOV_STEPS = 20_000
+LYAPUNOV_TRANSIENT = 2_000
+LYAPUNOV_MIN_STEPS = 100
 
 # Relative difference of two sampling steps still taken as equal: timestamps written with
 # 6-7 significant digits differ by ~1e-6; a real mismatch (0.01 vs 0.011) is far larger.
@@ -57,6 +65,7 @@ def fit(
     device: str = "auto",
     progress: Any = None,
     training: TrainingOptions | None = None,
+    labels: str | None = None,
 ) -> FitResult:
     """Fit backend ``model`` (a registry name) on ``data``.
 
@@ -65,6 +74,8 @@ def fit(
     UsageError for an unknown key (naming the valid ones) or a value of the wrong type.
     training: ``--max-time``, checkpoints and threads, for backends that train a network
     (UsageError for others when any is set).
+    labels: a column of ``data`` holding known discrete states (0, 1, ...; NaN = unknown) that
+    fix those rows' states (``--labels``; hmm, arhmm, slds); it is not a state variable.
     """
     from dynid.modelfile import describe_fit
 
@@ -73,13 +84,52 @@ def fit(
         raise UsageError(f"--max-time, --checkpoint, --resume and --threads: the {model} "
                          "backend trains no network")
     hyper = backend.Params.build(params)
+    known = None
+    if labels is not None:
+        data, known = split_labels(data, labels)
+        if not backend.capabilities.nan and any(np.isnan(trial.x).any() for trial in data.trials):
+            raise DataError(
+                f"{data.source}: the state columns have missing values, which the {model} backend "
+                "cannot use; with --labels the rows are read as they are (an empty label means "
+                "unknown, so --nan cannot apply), so fill or drop those rows first"
+            )
     chosen = resolve_device(device, f"the {model} backend", backend.capabilities.cuda)
     seed_everything(seed)
     started = time.perf_counter()
-    fitted = backend(hyper).fit(data, seed=seed, device=chosen, progress=progress,
+    fitted = backend(hyper).fit(data, seed=seed, device=chosen, progress=progress, labels=known,
                                 training=training)
     seconds = time.perf_counter() - started
     return FitResult(fitted, describe_fit(fitted, data, seed=seed, device=chosen, fit_seconds=seconds))
+
+
+def fit_stream(stream: Stream, model: str, params: Params = None, *, seed: int | None = None,
+               device: str = "auto") -> FitResult:
+    """Fit backend ``model`` on a file read in chunks (``dynid.data.stream.open_stream``):
+    memory holds one chunk and the backend's running sums, not the file. For backends whose
+    fit needs only those sums (``Backend.moments``: var, dmd); the result equals ``fit`` on the
+    whole file to round-off. ResourceUnavailable for other backends."""
+    from dynid.modelfile import describe_fit
+
+    backend = registry.get(model)
+    hyper = backend.Params.build(params)
+    chosen = resolve_device(device, f"the {model} backend", backend.capabilities.cuda)
+    seed_everything(seed)
+    fitted = backend(hyper)
+    moments = fitted.moments(stream.n_variables, len(stream.inputs))
+    if moments is None:
+        raise ResourceUnavailable(f"{stream.source}: the {model} backend needs the whole file in memory; "
+                                  "var and dmd read it in chunks")
+    from threadpoolctl import threadpool_limits
+
+    started = time.perf_counter()
+    # Sums of small matrix products: one BLAS thread is fastest, and many times faster than
+    # threads that compete for busy cores.
+    with threadpool_limits(1, user_api="blas"):
+        for piece in stream:
+            moments.add(piece.x, piece.u, piece.starts_trial)
+    fitted.fit_moments(moments, variables=stream.variables, inputs=stream.inputs, dt=stream.dt, source=stream.source)
+    seconds = time.perf_counter() - started
+    return FitResult(fitted, describe_fit(fitted, stream, seed=seed, device=chosen, fit_seconds=seconds))
 
 
 @dataclass
@@ -132,13 +182,41 @@ def forecast(
     return Forecast(t=t, x=x, variables=model.variables_)
 
 
-def states(model: Backend, data: Dataset) -> LatentStates:
+def states(model: Backend, data: Dataset, labels: str | None = None) -> LatentStates:
     """The hidden states of every sample of ``data`` (``dynid states``): smoothed latent means
     and standard deviations for continuous latent models. UsageError for models without
-    hidden states; NaN cells are fine where the model handles missing values."""
+    hidden states; NaN cells are fine where the model handles missing values. labels: as
+    ``fit``'s, a column of known states that the inference keeps."""
+    if labels is None:
+        _check_variables(model, data)
+        check_step(model, data)  # the filter steps by the model's dt, sample by sample
+        return model.states(data)
+    data, known = split_labels(data, labels)
     _check_variables(model, data)
-    check_step(model, data)  # the filter steps by the model's dt, sample by sample
-    return model.states(data)
+    check_step(model, data)
+    check_labels(data, known, model)
+    return model.states(data, labels=known)
+
+
+def split_labels(data: Dataset, column: str) -> tuple[Dataset, list[np.ndarray]]:
+    """``data`` without its column ``column``, and that column per trial as known states:
+    (n_samples,) integers, -1 where the cell is empty (NaN). UsageError if there is no such
+    column; DataError for a label that is not a state number 0, 1, 2, ..."""
+    if column not in data.variables:
+        raise UsageError(f"--labels {column}: not among the data's columns ({', '.join(data.variables)})")
+    index = data.variables.index(column)
+    rest = [i for i in range(data.n_variables) if i != index]
+    if not rest:
+        raise UsageError(f"--labels {column}: the data need state columns besides the labels")
+    known = []
+    for trial in data.trials:
+        values = trial.x[:, index]
+        given = ~np.isnan(values)
+        if np.any(given & ((values < 0) | (values != np.round(values)))):
+            raise DataError(f"{data.source}: --labels {column}: a label must be a state number 0, 1, 2, ... or empty")
+        known.append(np.where(given, values, -1).astype(np.intp))
+    trials = [Trial(trial.t, trial.x[:, rest], trial.u) for trial in data.trials]
+    return data.with_trials(trials, variables=tuple(data.variables[i] for i in rest)), known
 
 
 def score(
@@ -149,13 +227,22 @@ def score(
     starts: int = 20,
     vpt_threshold: float = 0.4,
     lyapunov: float | None = None,
+    free_run: int | None = None,
+    estimate_lyapunov: bool = False,
+    lyapunov_steps: int = LYAPUNOV_STEPS,
 ) -> dict[str, Any]:
-    """Multi-step rollouts from ``starts`` start points spread evenly over ``data``.
+    """Multi-step rollouts from ``starts`` start points spread evenly over ``data``, and the
+    geometry of one long free run.
 
-    Returns the ``dynid score --json`` document (kind ``score``): rmse and nrmse over all rollouts and steps (nrmse divides each
-    variable by its standard deviation in ``data``), per-variable values, RMSE per horizon step,
-    and the mean valid prediction time (time units; in Lyapunov times too with ``lyapunov``, the
-    largest Lyapunov exponent in 1/time units).
+    Returns the ``dynid score --json`` document (kind ``score``): rmse and nrmse over all
+    rollouts and steps (nrmse divides each variable by its standard deviation in ``data``),
+    per-variable values, RMSE per horizon step, and the mean valid prediction time (time units;
+    in Lyapunov times too with ``lyapunov``, the largest Lyapunov exponent in 1/time units, or
+    with the model's own estimate). free_run: the length in samples of the free run from the
+    start of ``data`` whose ``d_stsp`` and ``d_h`` (``dynid.metrics.dsr``) against ``data``
+    are reported; None = max(samples in ``data``, FREE_RUN_MIN), 0 = none. estimate_lyapunov:
+    the model's Lyapunov spectrum by the QR method over ``lyapunov_steps`` samples of its own
+    orbit (``lyapunov_scores``).
     """
     if horizon < 1 or starts < 1:
         raise UsageError("--horizon and --starts must be at least 1")
@@ -211,9 +298,93 @@ def score(
         "vpt_threshold": vpt_threshold,
         "dt": model.dt_,
     }
+    if free_run != 0:
+        result.update(free_run_scores(model, data, free_run))
+    if estimate_lyapunov:
+        result.update(lyapunov_scores(model, data, lyapunov_steps))
+        estimated = result["lyapunov_exponents"]
+        if lyapunov is None and estimated and estimated[0] > 0:
+            lyapunov = estimated[0]
     if lyapunov is not None:
         result["valid_prediction_time_lyapunov"] = float(np.mean(vpt)) * lyapunov
     return result
+
+
+def free_run_scores(model: Backend, data: Dataset, steps: int | None = None) -> dict[str, Any]:
+    """``d_stsp`` and ``d_h`` of a free run of ``steps`` samples (None: max(samples in
+    ``data``, FREE_RUN_MIN)) started from the first ``history_length`` samples of ``data``'s
+    first trial: D_stsp against every sample of ``data``, D_H against its longest trial. Both
+    null, with ``free_run_diverged_step``, when the run leaves the finite numbers."""
+    from dynid.metrics.dsr import power_spectrum_distance, state_space_divergence
+
+    observed = data.stacked()[0]
+    steps = max(len(observed), FREE_RUN_MIN) if steps is None else steps
+    if steps < 2:
+        raise UsageError(f"--free-run {steps}: needs at least 2 steps (0 = none)")
+    first = data.trials[0]
+    if first.n_samples < model.history_length:
+        raise DataError(f"{data.source}: the first trial is shorter than the "
+                        f"{model.history_length} samples the model starts from")
+    future = _held_inputs(model, first, steps)
+    run, diverged_at = rollout(model, first.slice(0, model.history_length), steps, future)
+    longest = max(data.trials, key=lambda trial: trial.n_samples).x
+    finite = diverged_at is None
+    return {
+        "d_stsp": _finite_or_none(state_space_divergence(observed, run)) if finite else None,
+        "d_h": power_spectrum_distance(longest, run) if finite else None,
+        "free_run_steps": steps,
+        "free_run_diverged_step": diverged_at,
+    }
+
+
+def _held_inputs(model: Backend, trial: Trial, steps: int) -> np.ndarray | None:
+    """Inputs for a free run past ``trial``'s first samples: its own inputs, the last row held
+    beyond its end."""
+    if trial.u is None or not model.inputs_:
+        return None
+    start = model.history_length
+    rows = np.minimum(np.arange(start, start + steps), trial.n_samples - 1)
+    return trial.u[rows]
+
+
+def lyapunov_scores(model: Backend, data: Dataset, steps: int = LYAPUNOV_STEPS) -> dict[str, Any]:
+    """The model's Lyapunov exponents (1/time units, largest first) by the QR method along its
+    own orbit from the start of ``data``, as score fields: ``lyapunov_exponents`` (as many as
+    variables, at most its state dimension), ``lyapunov_standard_error``,
+    ``kaplan_yorke_dimension``, ``lyapunov_orbit_time``, ``lyapunov_state_dimension``.
+    Derivatives are the backend's analytic Jacobians where it has them, else finite differences
+    (``Backend.step_map``). Null exponents, with ``lyapunov_error``, when the orbit diverges."""
+    from dynid.metrics.lyapunov import BLOCKS, lyapunov_spectrum
+
+    if steps < LYAPUNOV_MIN_STEPS:
+        raise UsageError(f"--lyapunov-steps {steps}: needs at least {LYAPUNOV_MIN_STEPS}")
+    first = data.trials[0]
+    if first.n_samples < model.history_length:
+        raise DataError(f"{data.source}: the first trial is shorter than the "
+                        f"{model.history_length} samples the model starts from")
+    mapping = model.step_map(first.slice(0, model.history_length))
+    dimension = mapping.state.size
+    fields: dict[str, Any] = {"lyapunov_state_dimension": dimension,
+                              "lyapunov_orbit_time": steps * model.dt_}
+    try:
+        with np.errstate(all="ignore"):
+            spectrum = lyapunov_spectrum(
+                mapping.step, mapping.state, mapping.stride * model.dt_,
+                max(steps // mapping.stride, BLOCKS), jacobian=mapping.jacobian,
+                count=min(dimension, model.n_variables),
+                transient=LYAPUNOV_TRANSIENT // mapping.stride,
+            )
+    except Diverged as exc:
+        return {**fields, "lyapunov_exponents": None, "lyapunov_standard_error": None,
+                "kaplan_yorke_dimension": None, "lyapunov_error": str(exc)}
+    finite = bool(np.all(np.isfinite(spectrum.exponents)))
+    return {
+        **fields,
+        "lyapunov_exponents": spectrum.exponents.tolist() if finite else None,
+        "lyapunov_standard_error": spectrum.standard_error.tolist() if finite else None,
+        "kaplan_yorke_dimension": spectrum.kaplan_yorke_dimension if finite else None,
+        **({} if finite else {"lyapunov_error": "the orbit left the finite numbers"}),
+    }
 
 
 def model_info(model_file: ModelFile) -> dict[str, Any]:

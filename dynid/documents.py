@@ -49,8 +49,14 @@ SHAPES: Final[dict[str, tuple[str, str]]] = {
         '"model", "backend", "horizon", "starts", "rmse", "nrmse", "valid_prediction_time", '
         '"valid_prediction_time_censored" (some rollouts still valid at the horizon: VPT is a lower '
         'bound), "censored_rollouts", "diverged_rollouts", "first_divergence_step", '
-        '"rmse_per_variable": {...}, "rmse_per_step": [...], "vpt_threshold", "dt", and with '
-        '--lyapunov "valid_prediction_time_lyapunov"; errors of diverged rollouts are null',
+        '"rmse_per_variable": {...}, "rmse_per_step": [...], "vpt_threshold", "dt", '
+        '"valid_prediction_time_lyapunov" (with --lyapunov, or --estimate-lyapunov finding a '
+        'positive exponent); unless --free-run 0: "d_stsp", "d_h", "free_run_steps", '
+        '"free_run_diverged_step" (d_stsp and d_h null when the free run diverged); with '
+        '--estimate-lyapunov: "lyapunov_exponents": [largest first, 1/time] and '
+        '"lyapunov_standard_error": [...] (null, with "lyapunov_error", when the orbit diverged), '
+        '"kaplan_yorke_dimension", "lyapunov_state_dimension", "lyapunov_orbit_time"; errors of '
+        'diverged rollouts are null',
     ),
     SCORES: (
         "dynid score A.dynid B.dynid ... DATA --json",
@@ -107,7 +113,8 @@ SHAPES: Final[dict[str, tuple[str, str]]] = {
     SYSTEMS: (
         "dynid simulate --list --json",
         '"systems": [{"name", "description", "variables", "inputs", "params", "dt", "n", "x0", '
-        '"kind" (ode, map, ...: the system\'s own kind), "reference"}]',
+        '"kind" (ode, map, ...: the system\'s own kind), "reference", "lyapunov": [published '
+        'exponents, largest first; empty when none are catalogued]}]',
     ),
 }
 KINDS: Final = tuple(SHAPES)

@@ -1,5 +1,6 @@
 """Executors for many inputs (``--each``): input expansion, output patterns, SLURM-style
-shards, ``--resume``, and running one job per input serially or in local worker processes.
+shards, ``--resume``, and running one job per input serially, in local worker processes or
+(``dynid.dask_executor``) on a Dask cluster.
 
 A job is a picklable callable applied to one ``Job``; it returns a picklable result. The
 executors yield ``(job, result)`` in input order, so ``--jobs K`` prints the same lines in the
@@ -10,13 +11,15 @@ workers import it before their thread limits are set.
 from __future__ import annotations
 
 import contextlib
+import functools
 import glob
+import importlib
 import os
 import signal
 import string
 import sys
 from collections.abc import Callable, Iterator, Mapping
-from concurrent.futures import Future, ProcessPoolExecutor
+from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Optional, TypeVar
@@ -26,6 +29,9 @@ from dynid.errors import UsageError
 # What a directory given as DATA expands to.
 DATA_SUFFIXES = (".csv", ".tsv", ".csv.gz", ".tsv.gz", ".h5", ".hdf5")
 PATTERN_FIELDS = ("stem", "name", "model", "method")
+EXECUTORS = ("local", "dask")
+# The most jobs sent to a worker in one message (see chunk_size).
+MAX_CHUNK = 16
 # Variables that size the thread pools of the BLAS libraries and of torch (OpenMP) in a worker.
 THREAD_VARIABLES = ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS",
                     "BLIS_NUM_THREADS", "VECLIB_MAXIMUM_THREADS", "NUMEXPR_NUM_THREADS")
@@ -181,19 +187,32 @@ def output_is_valid(path: str) -> bool:
 
 
 # ------------------------------------------------------------------------------------- executors
+def available_cores() -> int:
+    """The cores this process may run on (a SLURM or cgroup allocation, not the whole node)."""
+    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+
+
 def worker_threads(jobs: int, cores: Optional[int] = None) -> int:
-    """BLAS/torch threads per worker so that ``jobs`` x threads <= cores (at least 1); cores
-    are those this process may run on (a SLURM or cgroup allocation, not the whole node)."""
-    if cores is None:
-        cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
-    return max(1, cores // jobs)
+    """BLAS/torch threads per worker so that ``jobs`` x threads <= cores (at least 1)."""
+    return max(1, (available_cores() if cores is None else cores) // jobs)
 
 
-def _start_worker(threads: int) -> None:
+def thread_limits(threads: int) -> dict[str, str]:
+    """The environment that limits BLAS and torch to ``threads`` in a process started with it."""
+    return {variable: str(threads) for variable in THREAD_VARIABLES}
+
+
+def chunk_size(jobs: int, workers: int) -> int:
+    """Jobs handed to a worker at once: few round trips for many small inputs, yet about four
+    chunks per worker so that a slow input does not leave the other workers idle at the end."""
+    return max(1, min(MAX_CHUNK, jobs // (4 * workers)))
+
+
+def _start_worker(threads: int, preload: tuple[str, ...]) -> None:
     """Initializer of each worker process: thread limits before numpy or torch load, SIGTERM
-    as an exception (so atomic writes clean up), SIGINT left to the parent (it stops the pool)."""
-    for variable in THREAD_VARIABLES:
-        os.environ[variable] = str(threads)
+    as an exception (so atomic writes clean up), SIGINT left to the parent (it stops the pool);
+    then the ``preload`` modules, so that their import is paid while the parent still submits."""
+    os.environ.update(thread_limits(threads))
     try:
         from threadpoolctl import threadpool_limits
 
@@ -202,6 +221,8 @@ def _start_worker(threads: int) -> None:
         pass
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     signal.signal(signal.SIGTERM, _worker_sigterm)
+    for module in preload:
+        importlib.import_module(module)
 
 
 _busy = False  # in a worker: whether a job is running (SIGTERM then unwinds it first)
@@ -242,17 +263,39 @@ def _sigterm_raises() -> Iterator[None]:
         signal.signal(signal.SIGTERM, before)
 
 
-def run_jobs(task: Callable[[Job], R], jobs: list[Job], workers: int = 1) -> Iterator[tuple[Job, R]]:
+def check_executor(executor: str, scheduler: Optional[str], workers: Optional[int]) -> None:
+    """UsageError for an unknown executor or options that do not go with it (``workers``:
+    --jobs as given, None when not)."""
+    if executor not in EXECUTORS:
+        raise UsageError(f"--executor {executor}: expected one of {', '.join(EXECUTORS)}")
+    if scheduler is not None and executor != "dask":
+        raise UsageError("--scheduler: only with --executor dask")
+    if scheduler is not None and workers is not None:
+        raise UsageError("--jobs with --scheduler: the Dask cluster's workers decide how many run at once")
+
+
+def run_jobs(task: Callable[[Job], R], jobs: list[Job], workers: int = 1, *, executor: str = "local",
+             scheduler: Optional[str] = None, preload: tuple[str, ...] = ()) -> Iterator[tuple[Job, R]]:
     """Apply ``task`` to every job, yielding ``(job, result)`` in the order of ``jobs``.
 
-    ``workers`` > 1: a pool of that many processes started with the 'spawn' method: a fresh
-    interpreter holds none of the parent's threads or locks (forking a process with BLAS/OpenMP
-    or torch threads can deadlock) and behaves the same on Linux and macOS; its start-up cost is
-    paid once per worker, not per job. Each worker runs BLAS and torch with
-    ``worker_threads(workers)`` threads. SIGINT (KeyboardInterrupt) or SIGTERM (``Terminated``)
-    stops the workers, which remove their temporary files, before the exception propagates.
+    ``executor`` "local", ``workers`` > 1: a pool of that many processes started with the
+    'spawn' method: a fresh interpreter holds none of the parent's threads or locks (forking a
+    process with BLAS/OpenMP or torch threads can deadlock) and behaves the same on Linux and
+    macOS; its start-up cost (``preload``: modules every job needs) is paid once per worker, and
+    jobs go to workers in chunks (``chunk_size``). Each worker runs BLAS and torch with
+    ``worker_threads(workers)`` threads. ``executor`` "dask": ``dynid.dask_executor`` (on the
+    cluster at ``scheduler``, else a local one of ``workers`` processes, default one per core). SIGINT
+    (KeyboardInterrupt) or SIGTERM (``Terminated``) stops the workers, which remove their
+    temporary files, before the exception propagates.
     """
+    check_executor(executor, scheduler, None)
     with _sigterm_raises():
+        if executor == "dask":
+            from dynid.dask_executor import run_on_dask
+
+            count = workers if workers > 1 else available_cores()
+            yield from run_on_dask(task, jobs, scheduler, count, thread_limits(worker_threads(count)))
+            return
         if workers <= 1:
             for job in jobs:
                 yield job, task(job)
@@ -261,11 +304,11 @@ def run_jobs(task: Callable[[Job], R], jobs: list[Job], workers: int = 1) -> Ite
 
         threads = worker_threads(workers)
         pool = ProcessPoolExecutor(max_workers=workers, mp_context=multiprocessing.get_context("spawn"),
-                                   initializer=_start_worker, initargs=(threads,))
+                                   initializer=_start_worker, initargs=(threads, preload))
         try:
-            futures: list[Future[R]] = [pool.submit(_run_in_worker, task, job, threads) for job in jobs]
-            for job, future in zip(jobs, futures):
-                yield job, future.result()
+            results = pool.map(functools.partial(_run_in_worker, task, threads=threads), jobs,
+                               chunksize=chunk_size(len(jobs), workers))
+            yield from zip(jobs, results)
         except BaseException:
             _stop(pool)
             raise

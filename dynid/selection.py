@@ -120,7 +120,9 @@ def fit_auto(
             progress(f"auto: fitting {name}")
         try:
             fitted = api.fit(train, name, seed=seed, device=device)
-            scores = api.score(fitted.model, held_out, horizon=horizon, starts=HOLDOUT_STARTS)
+            # Ranked by rollout error alone: no free run for D_stsp and D_H.
+            scores = api.score(fitted.model, held_out, horizon=horizon, starts=HOLDOUT_STARTS,
+                               free_run=0)
         except DynidError as exc:
             ranking.append(Candidate(name, "failed", reason=str(exc)))
             continue

@@ -38,6 +38,8 @@ CONTRACT_PARAMS: dict[str, list[str]] = {
     "lds": ["latent=4", "max_iter=20"],
     "hmm": ["states=2", "restarts=1"],
     "arhmm": ["states=2", "restarts=1"],
+    "edm": ["max_E=2"],
+    "slds": ["regimes=2", "restarts=1", "max_iter=10"],
     "plrnn": ["epochs=2", "batches=3", "sequence=20", "hidden=8"],
     "alrnn": ["epochs=2", "batches=3", "sequence=20", "latent=6"],
 }

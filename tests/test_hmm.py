@@ -119,6 +119,49 @@ def test_forward_backward_does_not_underflow_far_from_every_state():
     np.testing.assert_allclose(posterior.probabilities, 0.5)
 
 
+def reference_forward_backward(model, log_b):
+    """The textbook scaled recursion, one sample at a time (Rabiner 1989): loglik, state
+    probabilities, expected transition counts."""
+    steps, k = log_b.shape
+    shift = log_b.max(axis=1, keepdims=True)
+    b = np.exp(log_b - shift)
+    a = model.transition
+    alpha, beta, scale = np.empty((steps, k)), np.ones((steps, k)), np.empty(steps)
+    current = model.initial * b[0]
+    for t in range(steps):
+        if t:
+            current = (current @ a) * b[t]
+        scale[t] = current.sum()
+        current = current / scale[t]
+        alpha[t] = current
+    for t in range(steps - 1, 0, -1):
+        beta[t - 1] = a @ (b[t] * beta[t]) / scale[t]
+    gamma = alpha * beta
+    xi = a * (alpha[:-1].T @ (b[1:] * beta[1:] / scale[1:, None]))
+    return np.log(scale).sum() + shift.sum(), gamma / gamma.sum(axis=1, keepdims=True), xi
+
+
+@pytest.mark.parametrize("switch, separation", [(0.03, 1.0), (1e-30, 1.0), (1e-150, 10.0)])
+def test_banded_forward_backward_matches_the_stepwise_recursion(switch, separation):
+    """Long chains (several banded solves); rare switches make the scaled vectors shrink fast
+    (restarts), and with states too far apart to stay in the wrong one, by 1e-150 in one step
+    (that step taken on its own)."""
+    rng = np.random.default_rng(1)
+    k, steps = 3, 2500
+    transition = np.full((k, k), switch) + np.eye(k) * (1 - k * switch)
+    truth = np.repeat(rng.integers(k, size=steps // 50), 50)
+    means = separation * MEANS
+    emission = Gaussian(means, np.stack([np.eye(2) * SD**2] * k), 0.0)
+    x = means[truth] + SD * rng.normal(size=(steps, 2))
+    model = markov.HiddenMarkov(np.full(k, 1 / k), transition, emission)
+    log_b = emission.log_density(x)
+    loglik, gamma, xi = reference_forward_backward(model, log_b)
+    posterior = markov.forward_backward(model, log_b)
+    assert posterior.loglik == pytest.approx(loglik, rel=1e-12)
+    np.testing.assert_allclose(posterior.probabilities, gamma, atol=1e-10)
+    np.testing.assert_allclose(posterior.transitions, xi, rtol=1e-8, atol=1e-8)
+
+
 # -- identification -------------------------------------------------------------------------------
 @pytest.mark.parametrize("name, accuracy", [("hmm", 0.95), ("arhmm", 0.90)])
 def test_states_up_to_relabelling(name, accuracy):

@@ -162,6 +162,19 @@ def test_external_inputs_drive_the_latents():
     assert nrmse < 0.05, nrmse
 
 
+def test_step_map_is_the_latent_map_with_its_jacobian():
+    data = Dataset.from_arrays(rotation(100), dt=1.0, variables=["a", "b"])
+    model = api.fit(data, "plrnn", ["epochs=1", "batches=2", "sequence=20", "hidden=8",
+                                    "latent=3"], seed=0, device="cpu").model
+    step_map = model.step_map(data.trials[0])
+    assert step_map.state.shape == (3,)
+    z = step_map.state[None] + np.array([[0.0, 0.0, 0.0], [0.1, -0.2, 0.3]])
+    eps = 1e-3
+    numeric = np.stack([(step_map.step(z + eps * e) - step_map.step(z - eps * e)) / (2 * eps)
+                        for e in np.eye(3)], axis=-1)
+    np.testing.assert_allclose(step_map.jacobian(z), numeric, atol=2e-3)
+
+
 # -- training through the shared loop -----------------------------------------------------------
 def test_checkpoint_and_resume_are_bit_identical(tmp_path, monkeypatch):
     from dynid.training import TrainingOptions, TrainingSession

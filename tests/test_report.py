@@ -19,6 +19,7 @@ from dynid.report import build_report
 from dynid.report.html import flatten
 from dynid.report.sections import result_kind
 from dynid.report.svg import Series, fmt, heatmap, line_plot, nice_ticks, tick_labels
+from dynid.report.template import INTERACTIVE_JS
 
 SVG_XMLNS = "http://www.w3.org/2000/svg"
 
@@ -146,14 +147,18 @@ class _Balance(HTMLParser):
             self.stack.pop()
 
 
-def check_page(page: str) -> list[ET.Element]:
-    """Assert the page is balanced, offline and script-free; return its parsed SVGs."""
+def check_page(page: str, *, interactive: bool = False) -> list[ET.Element]:
+    """Assert the page is balanced, offline and script-free (``interactive``: its one script is
+    dynid's own, once); return its parsed SVGs."""
     parser = _Balance()
     parser.feed(page)
     parser.close()
     assert parser.problems == [] and parser.stack == []
     assert page.startswith("<!DOCTYPE html>")
-    assert "<script" not in page.lower()
+    if interactive:
+        assert re.findall(r"<script>(.*?)</script>", page, flags=re.S) == [f"\n{INTERACTIVE_JS}\n"]
+    else:
+        assert "<script" not in page.lower()
     assert set(re.findall(r"https?://[^\s\"'<>]*", page)) <= {SVG_XMLNS}
     svgs = re.findall(r"<svg\b.*?</svg>", page, flags=re.S)
     return [ET.fromstring(svg) for svg in svgs]
@@ -170,8 +175,9 @@ def test_full_report_is_well_formed_offline_and_complete():
     )
     svgs = check_page(page)
     # data overview x and y, eigenvalues, forecast x and y, phase portrait, residuals and their
-    # autocorrelation, causal heat-map
-    assert len(svgs) == 9
+    # autocorrelation, free run of the equations x and y, error against horizon, power spectra
+    # x and y, causal heat-map
+    assert len(svgs) == 14
     assert "Rotation &lt;study&gt;" in page and "Rotation <study>" not in page
     assert "dynid 0.1.0" in page and "UTC" in page
     assert 'href="#s1"' in page and 'id="s4"' in page  # table of contents
@@ -186,8 +192,10 @@ def test_full_report_is_well_formed_offline_and_complete():
     # causal and symbolic results
     assert "z&lt;1&gt;" in page and "z<1>" not in page
     assert page.index("0.0007") < page.index("0.02")  # sorted by p-value
-    assert "dx/dt = -10.0*x + 10.0*y" in page
-    assert "inclusion_probability" in page and "[-10.4, -9.6]" in page
+    assert ("<mfrac><mrow><mi>d</mi><mi>x</mi></mrow><mrow><mi>d</mi><mi>t</mi></mrow></mfrac>"
+            "<mo>=</mo><mo>\u2212</mo><mn>10</mn><mo>&#x2062;</mo><mi>x</mi><mo>+</mo><mn>10</mn>"
+            "<mo>&#x2062;</mo><mi>y</mi>") in page
+    assert "<th scope=\"col\">inclusion probability</th>" in page and "[-10.4, -9.6]" in page
 
 
 def test_forecast_plot_shows_data_and_forecast_for_each_variable():
@@ -246,8 +254,22 @@ def test_result_kinds_and_unknown_documents():
     assert len(svgs) == 1  # RMSE by lead time
     assert "Forecast score: s.json" in page and "rmse_per_variable.x" in page
     assert "Fit summary: f.json" in page and "metrics.rmse" in page
-    assert "&quot;nested&quot;: &quot;&lt;b&gt;&quot;" in page
+    assert "[1, {nested: &lt;b&gt;}]" in page and "<pre>" not in page  # a table, escaped
     assert "c.json looks like a causal discovery result but could not be read" in page
+
+
+def test_an_interactive_report_inlines_its_script_once_and_marks_every_framed_figure():
+    data = rotation_data()
+    page = build_report([("m.dynid", fitted(data=data))], [], data, interactive=True)
+    svgs = check_page(page, interactive=True)
+    framed = [svg for svg in svgs if svg.get("data-frame")]
+    assert framed and len(framed) == len(svgs)  # every figure here has axes
+    assert page.index("<script>") > page.index("</main>")  # after the figures it works on
+    # the frame maps pixels to data: the plot area's edges and the axis ranges at them
+    root = ET.fromstring(line_plot([Series("a", np.array([0.0, 10.0]), np.array([-1.0, 1.0]))]))
+    x0, x1, xlo, xhi, y0, y1, ylo, yhi = map(float, root.get("data-frame").split())
+    assert (xlo, xhi, ylo, yhi) == (0, 10, -1, 1) and x0 < x1 <= 640 and y1 < y0 <= 260
+    assert "<script" not in build_report([("m.dynid", fitted(data=data))], [], data)
 
 
 def test_empty_report_still_renders():
@@ -274,6 +296,7 @@ def test_ticks_are_nice_and_cover_the_range():
     assert tick_labels(nice_ticks(1.7e9, 1.7e9 + 90)) == [
         "1700000000", "1700000020", "1700000040", "1700000060", "1700000080", "1700000100"]
     assert tick_labels([-1e-5, 0.0, 1e-5]) == ["-1e-05", "0", "1e-05"]
+    assert tick_labels([0.0, 100.0, 200.0, 300.0]) == ["0", "100", "200", "300"]
     assert len(nice_ticks(3, 3)) >= 2 and nice_ticks(math.nan, math.inf) == nice_ticks(0, 1)
 
 

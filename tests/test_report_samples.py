@@ -26,7 +26,10 @@ EXPECTED = {
     "results": ["Causal discovery: causal.json", "Symbolic regression: symbolic.json"],
     "vanderpol": ["Data: ", "Model: vdp.dynid (sindy)", "Provenance"],
     "forced": ["Data: ", "Model: forced.dynid (dmd)", "Provenance"],
+    "symbolic": ["Data: ", "Model: sym.dynid (symbolic)", "Provenance"],
+    "interactive": ["Data: ", "Model: vdp.dynid (sindy)", "Provenance"],
 }
+INTERACTIVE = {"interactive"}
 
 
 def _dynid(workdir: Path, *args: object) -> None:
@@ -44,10 +47,13 @@ def sample_reports(tmp_path_factory) -> dict[str, Path]:
     _dynid(work, "fit", lorenz, "--model", "dmd", "-o", "dmd.dynid", "--seed", "0")
     _dynid(work, "report", "sindy.dynid", "dmd.dynid", "--data", lorenz, "-o", "lorenz.html")
     _dynid(work, "discover-causal", var5, "--max-lag", "2", "--format", "json", "-o", "causal.json")
-    _dynid(work, "symbolic", lorenz, "--format", "json", "-o", "symbolic.json")
+    _dynid(work, "symbolic", lorenz, "--format", "json", "-o", "symbolic.json",
+           "--save-model", "sym.dynid")
+    _dynid(work, "report", "sym.dynid", "--data", lorenz, "-o", "symbolic.html")
     _dynid(work, "report", "causal.json", "symbolic.json", "-o", "results.html")
     _dynid(work, "fit", vdp, "--model", "sindy", "-o", "vdp.dynid", "--seed", "0")
     _dynid(work, "report", "vdp.dynid", "--data", vdp, "-o", "vanderpol.html")
+    _dynid(work, "report", "vdp.dynid", "--data", vdp, "--interactive", "-o", "interactive.html")
     _dynid(work, "fit", forced, "--model", "dmd", "--inputs", "u", "-o", "forced.dynid")
     _dynid(work, "report", "forced.dynid", "--data", forced, "-o", "forced.html")
     return {name: work / f"{name}.html" for name in EXPECTED}
@@ -56,7 +62,8 @@ def sample_reports(tmp_path_factory) -> dict[str, Path]:
 @pytest.mark.parametrize("name", sorted(EXPECTED))
 def test_sample_report_structure(sample_reports, name):
     page = sample_reports[name].read_text(encoding="utf-8")
-    check_page(page)  # balanced, no script, no URL but the SVG namespace
+    # balanced, no script (but the --interactive one), no URL but the SVG namespace
+    check_page(page, interactive=name in INTERACTIVE)
     lowered = page.lower()
     assert not re.search(r"""(src|href)\s*=\s*["']?\s*(https?:|//)""", lowered)
     assert "@import" not in lowered and "url(" not in lowered and "<link" not in lowered
@@ -80,6 +87,19 @@ def test_model_reports_show_the_dynamics(sample_reports):
     assert page.count('aria-label="z against y"') == 2  # one portrait per model
     vdp = sample_reports["vanderpol"].read_text(encoding="utf-8")
     assert "trial 2" in vdp  # all three trials drawn in the overview
+    for heading in ("Error against horizon", "Power spectra"):
+        assert f"<h3>{heading}</h3>" in page and f"<h3>{heading}</h3>" in vdp
+
+
+def test_symbolic_reports_typeset_and_plot_instead_of_dumping(sample_reports):
+    for name in ("symbolic", "results"):
+        page = sample_reports[name].read_text(encoding="utf-8")
+        assert page.count('<math display="block"') == 3  # dx/dt, dy/dt, dz/dt
+        assert "95% interval" in page and "inclusion probability" in page
+        assert 'aria-label="Pareto front"' in page
+        assert "<pre>" not in page and "{variable:" not in page
+    page = sample_reports["symbolic"].read_text(encoding="utf-8")
+    assert "<h3>Free run of the equations</h3>" in page
 
 
 # -- a real browser ----------------------------------------------------------------------------------
@@ -155,3 +175,41 @@ def test_sample_report_renders_in_chromium(sample_reports, name, tmp_path, tmp_p
         result = _chromium(tmp_path / f"profile-{scheme}", *flags, "--hide-scrollbars",
                            "--window-size=1280,2400", f"--screenshot={shot}", page.as_uri())
         assert result.returncode == 0 and shot.stat().st_size > 10_000, result.stderr[-2000:]
+
+
+# Added to a copy of the --interactive report: hovers over the middle of the first framed
+# figure, then zooms in with the wheel, and writes the read-out and the viewBoxes into the DOM.
+INTERACTION_PROBE = (
+    "<script>addEventListener('load',()=>{const s=document.querySelector('svg[data-frame]');"
+    "const r=s.getBoundingClientRect(),f=s.dataset.frame.split(' ').map(Number);"
+    "s.dispatchEvent(new MouseEvent('mousemove',{clientX:r.left+(f[0]+f[1])/2,"
+    "clientY:r.top+(f[4]+f[5])/2,bubbles:true}));const tip=document.querySelector('.tip'),"
+    "before=s.getAttribute('viewBox');s.dispatchEvent(new WheelEvent('wheel',{deltaY:-100,"
+    "clientX:r.left+f[0]+5,clientY:r.top+f[5]+5,bubbles:true,cancelable:true}));"
+    "const p=document.createElement('pre');p.id='probe';p.textContent=JSON.stringify("
+    "[tip.hidden,tip.textContent,before,s.getAttribute('viewBox'),f]);document.body.append(p)})"
+    "</script>"
+)
+
+
+@needs_chromium
+def test_interactive_report_reads_out_and_zooms_in_chromium(sample_reports, tmp_path):
+    page = sample_reports["interactive"]
+    probed = tmp_path / "interactive.probe.html"
+    probed.write_text(page.read_text(encoding="utf-8").replace("</body>", INTERACTION_PROBE + "</body>"),
+                      encoding="utf-8")
+    result = _chromium(tmp_path / "profile", "--dump-dom", probed.as_uri())
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert [line for line in result.stderr.splitlines() if CONSOLE_LINE.search(line)] == []
+    match = re.search(r'<pre id="probe">(.*?)</pre>', result.stdout, flags=re.S)
+    assert match, "the page did not finish loading"
+    hidden, text, before, after, frame = json.loads(html.unescape(match.group(1)))
+    # the read-out at the plot's centre is the middle of both axis ranges, to within the 1.5
+    # pixels that whole-pixel event coordinates and the page's offsets allow
+    x, y = (float(v) for v in text.split(", "))
+    x_per_px = abs(frame[3] - frame[2]) / abs(frame[1] - frame[0])
+    y_per_px = abs(frame[7] - frame[6]) / abs(frame[4] - frame[5])
+    assert not hidden and abs(x - (frame[2] + frame[3]) / 2) <= 1.5 * x_per_px
+    assert abs(y - (frame[6] + frame[7]) / 2) <= 1.5 * y_per_px
+    width, zoomed = float(before.split()[2]), float(after.split()[2])
+    assert abs(zoomed - 0.8 * width) < 1e-6 * width  # one wheel step in: 80% of the view

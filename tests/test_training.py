@@ -133,6 +133,25 @@ def test_early_stopping_restores_the_best_weights():
     assert result.stopped == "max_epochs" and result.epochs == 30 and float(model.w) == seen[best]
 
 
+def test_the_loss_history_is_recorded_and_thinned_for_the_fit_metrics():
+    model = Descent()
+    result = train(model, TrainingConfig(max_epochs=30))
+    seen = np.array(model.seen)
+    assert result.losses == tuple(((seen - 2.0) ** 2).tolist())
+    assert result.validation_losses == tuple(((seen - 1.0) ** 2).tolist())
+    curve = result.curve()
+    assert curve["epoch"] == list(range(1, 31)) and curve["loss"] == list(result.losses)
+    # Thinned: the first, the last and the best epoch stay, in order, about max_points in all.
+    thin = result.curve(max_points=7)
+    assert thin["epoch"][0] == 1 and thin["epoch"][-1] == 30 and result.best_epoch in thin["epoch"]
+    assert thin["epoch"] == sorted(thin["epoch"]) and 7 <= len(thin["epoch"]) <= 8
+    assert thin["validation_loss"] == [result.validation_losses[e - 1] for e in thin["epoch"]]
+    # No validation: no validation curve.
+    session = TrainingSession(seed=0)
+    plain = train(Minibatches(session), TrainingConfig(max_epochs=3), session)
+    assert set(plain.curve()) == {"epoch", "loss"} and plain.validation_losses == (None,) * 3
+
+
 def test_max_time_stops_with_the_best_weights_and_says_so(capsys):
     recorder = Recorder()
     session = TrainingSession(TrainingOptions(max_time_s=0.5, progress=recorder))
@@ -226,6 +245,7 @@ def test_early_stopping_state_survives_a_resume(tmp_path):
     assert result.resumed_from == 4
     assert (result.epochs, result.best_epoch, result.best_validation_loss) == (
         expected.epochs, expected.best_epoch, expected.best_validation_loss)
+    assert result.losses == expected.losses  # the history before the interruption is kept
     assert float(resumed.w) == float(reference.w)
 
 

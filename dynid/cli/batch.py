@@ -26,6 +26,10 @@ from dynid.cli.output import Output
 from dynid.errors import UsageError
 from dynid.runner import Job
 
+# Modules every job imports (the API, readers, model files and their libraries): a worker
+# imports them as it starts, not during its first job.
+WORKER_PRELOAD = ("dynid.api", "dynid.data.load", "dynid.modelfile", "pandas", "h5py")
+
 
 @dataclass(frozen=True)
 class Outcome:
@@ -100,6 +104,7 @@ def run_each(key: str, spec: EachSpec, kwargs: dict[str, Any], batch: BatchOptio
     from dynid import runner
     from dynid.documents import batch_line
 
+    runner.check_executor(batch.executor, batch.scheduler, batch.jobs)
     jobs = _jobs(spec, kwargs, out)
     runner.check_distinct(jobs)  # over all inputs, so that every shard agrees
     shard = runner.Shard.parse(batch.shard) if batch.shard else runner.Shard.from_environment(os.environ)
@@ -121,7 +126,8 @@ def run_each(key: str, spec: EachSpec, kwargs: dict[str, Any], batch: BatchOptio
     task = CommandTask(key, spec, _inner_kwargs(kwargs), {"json": out.json_mode, "quiet": out.quiet, "verbose": out.verbose})
     failed = 0
     try:
-        for job, outcome in runner.run_jobs(task, jobs, batch.jobs or 1):
+        for job, outcome in runner.run_jobs(task, jobs, batch.jobs or 1, executor=batch.executor,
+                                            scheduler=batch.scheduler, preload=(key.partition(":")[0], *WORKER_PRELOAD)):
             if outcome.exit_code == UsageError.exit_code:
                 raise UsageError(outcome.error or "bad usage")
             if outcome.error is not None:

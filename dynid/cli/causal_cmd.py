@@ -13,6 +13,7 @@ from dynid.cli.each import EachSpec
 from dynid.cli.options import DataOptions, OutputPath, ParamsOption, RunOptions, TrainingFlags
 from dynid.cli.options import with_options
 from dynid.cli.output import Output
+from dynid.cli.report_cmd import ReportPath
 
 FORMATS = ("json", "csv", "dot", "graphml", "text")
 # Without --dynamic-output, strength series up to this many numbers (T' * d * d) go in the JSON.
@@ -36,6 +37,7 @@ def discover_causal(
     clusters: Annotated[Optional[str], typer.Option("--clusters", help='Test links between groups of variables, e.g. "A=x1,x2;B=x3,x4" (granger only); unlisted variables are conditioned on but not shown.')] = None,
     dynamic_output: Annotated[Optional[str], typer.Option("--dynamic-output", help="--method dynamic: write the strength series to FILE (.h5/.hdf5 or .json).")] = None,
     output: OutputPath = None,
+    report: ReportPath = None,
     *,
     data: DataOptions,
     run: RunOptions,
@@ -101,6 +103,11 @@ def discover_causal(
         out.info(f"wrote {output}")
     else:
         out.emit_text(text)
+    if report:
+        from dynid.cli.report_cmd import write_run_report
+
+        write_run_report(report, models=[], results=[(output or method, api.causal_document(graph))],
+                         data=dataset, out=out)
 
 
 def _check_dynamic_output(path: Optional[str], method: str) -> None:

@@ -16,6 +16,8 @@ class BatchOptions:
     jobs: Optional[int] = None
     shard: Optional[str] = None
     resume: bool = False
+    executor: str = "local"
+    scheduler: Optional[str] = None
 
 
 @dataclass(frozen=True)

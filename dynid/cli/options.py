@@ -8,6 +8,7 @@ is imported for ``dynid --help``.
 """
 
 import csv
+import dataclasses
 import functools
 import inspect
 from dataclasses import dataclass, fields
@@ -65,6 +66,36 @@ class DataOptions:
             for note in data.notes:
                 out.info(note)
         return data
+
+    def with_labels(self, column: Optional[str]) -> "DataOptions":
+        """These options, reading also the --labels ``column`` (if any), with the rows as they
+        are: an empty label means unknown, not missing, and --nan would cut or fill the label
+        column too."""
+        if column is None:
+            return self
+        if self.nan is not None:
+            raise UsageError("--labels reads the rows as they are (an empty label means unknown); "
+                             "drop --nan and give state columns without gaps")
+        columns = split_names(self.columns)
+        if columns is not None and column not in columns:
+            columns.append(column)
+        return dataclasses.replace(self, columns=None if columns is None else join_names(columns), nan="keep")
+
+    def stream(self, spec: str, *, out: Optional[Output] = None):  # type: ignore[no-untyped-def]
+        """``spec`` with these options as a Stream read in chunks (``dynid.data.stream``)."""
+        from dynid.data.stream import open_stream
+
+        given = [flag for flag, value in (("--trial-column", self.trial_column), ("--resample", self.resample)) if value]
+        if given:
+            raise UsageError(f"{spec}: {', '.join(given)} need(s) the whole file in memory, and it is too large; "
+                             "raise --max-memory if the machine has it")
+        stream = open_stream(spec, columns=split_names(self.columns), time_column=self.time_column, dt=self.dt,
+                             inputs=split_names(self.inputs), nan=self.nan or "split",  # type: ignore[arg-type]
+                             sep=self.sep, decimal=self.decimal)
+        if out is not None:
+            for note in stream.notes:
+                out.info(note)
+        return stream
 
 
 @dataclass(frozen=True)
@@ -159,6 +190,8 @@ _GROUPS: dict[str, tuple[type, list[inspect.Parameter]]] = {
             _option(Optional[int], None, "--jobs", help="--each: worker processes (BLAS/torch threads split so that jobs x threads <= cores) [default: 1].", panel=BATCH_PANEL),
             _option(Optional[str], None, "--shard", help="--each: run shard I of N (1-based, I/N) of the sorted inputs [default: from SLURM_ARRAY_TASK_ID/_MIN/_COUNT when set].", panel=BATCH_PANEL),
             _option(bool, False, "--resume", help="--each: skip inputs whose output exists and reads back whole.", panel=BATCH_PANEL),
+            _option(str, "local", "--executor", help="--each: where the jobs run: local (this machine, --jobs processes) or dask (optional extra dynid[dask]).", panel=BATCH_PANEL),
+            _option(Optional[str], None, "--scheduler", help="--executor dask: address of a running Dask scheduler (tcp://host:8786) [default: a local cluster of --jobs processes, default one per core].", panel=BATCH_PANEL),
         ],
     ),
 }
@@ -220,13 +253,19 @@ def with_options(
             if each is not None and batch.each:
                 from dynid.cli.batch import run_each
 
+                if kwargs.get("report"):
+                    raise UsageError("--report writes the report of one run; with --each, write the "
+                                     "outputs with -o PATTERN and run 'dynid report' on them")
+
                 return run_each(key, each, kwargs, batch, out)
             if batch is not None:
                 # Only the batch's own flags: symbolic's --jobs and training's --resume mean
                 # something without --each too.
                 alone = [flag for flag, given in (("--shard", batch.shard),
                                                   ("--jobs", batch.jobs and "jobs" not in kwargs),
-                                                  ("--resume", batch.resume and "training" not in kwargs)) if given]
+                                                  ("--resume", batch.resume and "training" not in kwargs),
+                                                  ("--executor", batch.executor != "local"),
+                                                  ("--scheduler", batch.scheduler)) if given]
                 if alone:
                     raise UsageError(f"{', '.join(alone)}: only with --each (many inputs, one job each)")
             return command(out=out, **kwargs)
@@ -249,5 +288,9 @@ def _shared(kwargs: dict[str, Any], name: str) -> Any:
 ParamsOption = Annotated[
     Optional[list[str]],
     typer.Option("--param", "-p", help="Hyperparameter KEY=VALUE (repeatable); see 'dynid models'."),
+]
+LabelsOption = Annotated[
+    Optional[str],
+    typer.Option("--labels", help="Column of known discrete states (0, 1, ...; empty = unknown) that fix those rows' states (hmm, arhmm, slds); not a state variable.", rich_help_panel=DATA_PANEL),
 ]
 OutputPath = Annotated[Optional[str], typer.Option("--output", "-o", help="Where to write the result ('-' = stdout).")]

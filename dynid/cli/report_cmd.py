@@ -11,10 +11,54 @@ from dynid.cli.output import Output
 if TYPE_CHECKING:  # heavy imports stay out of ``dynid --help``
     from dynid.data.dataset import Dataset
     from dynid.modelfile import ModelFile
+    from dynid.models.base import Backend
+
+
+# ``--report PATH`` of fit, symbolic and discover-causal: the report of that one run.
+ReportPath = Annotated[Optional[str], typer.Option("--report", metavar="PATH", help="Also write the HTML report of this run to PATH, as 'dynid report' would make it from the result and DATA (not with --each: run 'dynid report' on the outputs).")]
 
 
 def register(app: typer.Typer) -> None:
     app.command("report")(report)
+
+
+def write_run_report(
+    path: str,
+    *,
+    models: "list[tuple[str, ModelFile]]",
+    results: "list[tuple[str, Any]]",
+    data: "Dataset",
+    out: Output,
+) -> None:
+    """``--report PATH``: the report of one run's model or result on its data, written
+    atomically, with this command line in its provenance."""
+    from dynid.atomic import write_text
+    from dynid.report import build_report
+
+    html = build_report(models, results, data, command_line=_command_line())
+    write_text(path, html)
+    if path != "-":
+        out.info(f"wrote {path}")
+
+
+def run_model(path: Optional[str], model: "Backend", metadata: dict[str, Any]) -> "tuple[str, ModelFile]":
+    """The (label, model file) of a run's model for ``write_run_report``: read back from
+    ``path`` when it was written to a file (so the report is the one ``dynid report PATH``
+    makes), else as it is in memory."""
+    from dynid.modelfile import ModelFile, load_model
+
+    if path is not None and path != "-":
+        return path, load_model(path)
+    return "model (not saved)", ModelFile(model, metadata)
+
+
+def _command_line() -> str:
+    """How this dynid was called, for a report's provenance."""
+    import shlex
+
+    from dynid.cli.output import ARGUMENTS
+
+    return shlex.join(["dynid", *ARGUMENTS.get()])
 
 
 @with_options("data", no_json="report writes an HTML file (-o); its inputs may be JSON results")
@@ -25,6 +69,7 @@ def report(
     test_file: Annotated[Optional[str], typer.Option("--test", help="Held-out data (not used in fitting) to judge forecasts on instead of --data.")] = None,
     horizon: Annotated[Optional[int], typer.Option("--horizon", min=1, help="Held-out steps in the forecast-vs-data plot [default: min(200, n/4)].")] = None,
     title: Annotated[str, typer.Option("--title", help="Report title.")] = "dynid report",
+    interactive: Annotated[bool, typer.Option("--interactive", help="Zoom, pan and a coordinate read-out on the figures: one hand-written script inlined once (1.6 kB), still offline.")] = False,
     *,
     data: DataOptions,
     out: Output,
@@ -50,13 +95,8 @@ def report(
         None if path is None else _load_checked(options, path, models, out)
         for path in (data_file, test_file)
     )
-    import shlex
-
-    from dynid.cli.output import ARGUMENTS
-
-    command_line = shlex.join(["dynid", *ARGUMENTS.get()])
     html = build_report(models, results, dataset, test=test, horizon=horizon, title=title,
-                        command_line=command_line)
+                        command_line=_command_line(), interactive=interactive)
     write_text(output, html)
     if output != "-":
         out.info(f"wrote {output}")

@@ -1,4 +1,6 @@
-"""``dynid score MODEL... DATA [--horizon N] [--starts K]``: multi-step rollout errors.
+"""``dynid score MODEL... DATA [--horizon N] [--starts K]``: multi-step rollout errors, and the
+geometry of a long free run (D_stsp, D_H) and, with --estimate-lyapunov, the model's Lyapunov
+spectrum.
 
 One model: its scores. Several: one row per model, on the same rollout starts, best first.
 """
@@ -23,11 +25,23 @@ def score(
     horizon: Annotated[int, typer.Option("--horizon", "-n", min=1, help="Steps per rollout.")] = 50,
     starts: Annotated[int, typer.Option("--starts", min=1, help="Number of rollout start points, spread evenly over DATA.")] = 20,
     lyapunov: Annotated[Optional[float], typer.Option("--lyapunov", help="Largest Lyapunov exponent (1/time): also report VPT in Lyapunov times.")] = None,
+    free_run: Annotated[Optional[int], typer.Option("--free-run", min=0, help="Samples in the free run from the start of DATA that D_stsp and D_H compare with DATA [default: max(samples in DATA, 10000)]; 0 = none.")] = None,
+    estimate_lyapunov: Annotated[bool, typer.Option("--estimate-lyapunov", help="Also estimate the model's Lyapunov spectrum (QR method on its own orbit); VPT in Lyapunov times then uses its largest exponent unless --lyapunov is given.")] = False,
+    lyapunov_steps: Annotated[int, typer.Option("--lyapunov-steps", min=100, help="Samples of the model's orbit that --estimate-lyapunov averages over (after 2000 transient samples).")] = 20000,
     *,
     data: DataOptions,
     out: Output,
 ) -> None:
-    """Score models by multi-step rollouts: RMSE, NRMSE and valid prediction time."""
+    """Score models: rollout errors, valid prediction time, and a long free run's D_stsp and D_H against DATA.
+
+    VPT: the first time the RMS over variables of the error divided by each variable's standard deviation in DATA exceeds 0.4, averaged over the rollouts (">=" when some rollouts were still valid at the horizon).
+
+    D_stsp (state-space divergence): KL(p_data || p_model) between histograms of DATA and of the free run, 30 bins per variable on [min - 0.1 sd, max + 0.1 sd] of DATA, each smoothed as (count + 1e-5) / (total + 1e-5 * cells); with more than 5 variables, between Gaussian mixtures (unit variance on standardised data) centred on 10,000 samples of each, by Monte Carlo. 0 for identical distributions; two independent 50,000-sample runs of Lorenz-63 differ by about 0.1, two 10,000-sample runs by 0.4 to 1.5.
+
+    D_H (power-spectrum distance): the mean over variables of the Hellinger distance between the power spectra of DATA's longest trial and of the free run, each variable standardised, smoothed by a Gaussian of 20 frequency bins and normalised; in [0, 1], 0 for equal spectra.
+
+    --estimate-lyapunov: the QR (Benettin) method along the model's own orbit from the start of DATA, with its analytic Jacobians where the backend has them (esn), else forward differences of its map on its state (the last samples it forecasts from); as many exponents as variables, largest first, in 1/time units, with standard errors and the Kaplan-Yorke dimension.
+    """
     from dynid import api
     from dynid.cli.common import load_model_argument, model_data_options
     from dynid.errors import UsageError
@@ -44,13 +58,15 @@ def score(
             if data_file == "-" and loaded_data:
                 raise UsageError("models with different variables need DATA as a file, not stdin")
             loaded_data[options] = options.load([data_file], out=out)
-        result = api.score(model, loaded_data[options], horizon=horizon, starts=starts, lyapunov=lyapunov)
+        result = api.score(model, loaded_data[options], horizon=horizon, starts=starts, lyapunov=lyapunov,
+                           free_run=free_run, estimate_lyapunov=estimate_lyapunov,
+                           lyapunov_steps=lyapunov_steps)
         results.append({"kind": result["kind"], "model": path, "backend": model.name, **result})
     if len(results) == 1:
         if out.json_mode:
             out.emit_json(results[0])
         else:
-            out.emit_text(_text(results[0], lyapunov))
+            out.emit_text(_text(results[0]))
         return
     results.sort(key=_rank)
     if out.json_mode:
@@ -58,7 +74,7 @@ def score(
 
         out.emit_json(listing(SCORES, [{k: v for k, v in r.items() if k != "kind"} for r in results]))
     else:
-        out.emit_text(_table(results, lyapunov))
+        out.emit_text(_table(results))
 
 
 def _rank(row: dict[str, Any]) -> tuple[float, float]:
@@ -67,7 +83,7 @@ def _rank(row: dict[str, Any]) -> tuple[float, float]:
     return (float("inf") if nrmse is None else nrmse, -row["valid_prediction_time"])
 
 
-def _text(result: dict[str, Any], lyapunov: Optional[float]) -> str:
+def _text(result: dict[str, Any]) -> str:
     # ">=": some rollouts were still valid at the horizon, so the mean is a lower bound.
     bound = ">= " if result["valid_prediction_time_censored"] else ""
     lines = [
@@ -76,25 +92,47 @@ def _text(result: dict[str, Any], lyapunov: Optional[float]) -> str:
         f"nrmse:    {_number(result['nrmse'])}",
         f"valid prediction time: {bound}{result['valid_prediction_time']:.6g}",
     ]
-    if lyapunov is not None:
+    if "valid_prediction_time_lyapunov" in result:
         lines.append(f"valid prediction time (Lyapunov times): {bound}{result['valid_prediction_time_lyapunov']:.4g}")
     if result["diverged_rollouts"]:
         lines.append(
             f"diverged: {result['diverged_rollouts']} of {result['starts']} rollouts "
             f"(first at step {result['first_divergence_step']}); errors are undefined"
         )
+    if "free_run_steps" in result:
+        lines.append(f"free run: {result['free_run_steps']} steps; d_stsp {_number(result['d_stsp'])}, "
+                     f"d_h {_number(result['d_h'])}")
+        if result["free_run_diverged_step"] is not None:
+            lines.append(f"the free run diverged at step {result['free_run_diverged_step']}")
+    if "lyapunov_state_dimension" in result:
+        exponents = result["lyapunov_exponents"]
+        if exponents is None:
+            lines.append(f"Lyapunov exponents: undefined ({result['lyapunov_error']})")
+        else:
+            pairs = ", ".join(f"{value:.4g} ± {error:.2g}"
+                              for value, error in zip(exponents, result["lyapunov_standard_error"]))
+            lines.append(f"Lyapunov exponents (1/time): {pairs}; Kaplan-Yorke dimension "
+                         f"{result['kaplan_yorke_dimension']:.3g}")
     return "\n".join(lines)
 
 
-def _table(results: list[dict[str, Any]], lyapunov: Optional[float]) -> str:
-    header = ["model", "backend", "rmse", "nrmse", "VPT"] + (["VPT (Lyapunov)"] if lyapunov else []) + ["diverged"]
+def _table(results: list[dict[str, Any]]) -> str:
+    in_lyapunov_times = all("valid_prediction_time_lyapunov" in r for r in results)
+    free_run = all("free_run_steps" in r for r in results)
+    estimated = all("lyapunov_state_dimension" in r for r in results)
+    header = (["model", "backend", "rmse", "nrmse", "VPT"] + (["VPT (Lyapunov)"] if in_lyapunov_times else [])
+              + (["d_stsp", "d_h"] if free_run else []) + (["lambda_1"] if estimated else []) + ["diverged"])
     rows = []
     for r in results:
         bound = ">= " if r["valid_prediction_time_censored"] else ""
         row = [r["model"], r["backend"], _number(r["rmse"]), _number(r["nrmse"]),
                f"{bound}{r['valid_prediction_time']:.4g}"]
-        if lyapunov:
+        if in_lyapunov_times:
             row.append(f"{bound}{r['valid_prediction_time_lyapunov']:.4g}")
+        if free_run:
+            row += [_number(r["d_stsp"]), _number(r["d_h"])]
+        if estimated:
+            row.append(_number(r["lyapunov_exponents"][0] if r["lyapunov_exponents"] else None))
         row.append(f"{r['diverged_rollouts']}/{r['starts']}")
         rows.append(row)
     widths = [max(len(str(x)) for x in column) for column in zip(header, *rows)]

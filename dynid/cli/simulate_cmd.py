@@ -95,6 +95,7 @@ def _list(out: Output, systems) -> None:  # type: ignore[no-untyped-def]
                     "x0": list(s.x0),
                     "kind": s.kind,
                     "reference": s.reference,
+                    "lyapunov": list(s.lyapunov),
                 }
                 for s in systems.values()
             ])
@@ -104,5 +105,8 @@ def _list(out: Output, systems) -> None:  # type: ignore[no-untyped-def]
     for s in systems.values():
         params = ", ".join(f"{k}={v:g}" for k, v in s.params.items())
         lines.append(f"{s.name:<18} {s.description}")
-        lines.append(f"{'':<18} variables {', '.join(s.variables)}; dt {s.dt:g}; n {s.n}; {params}")
+        parts = [f"variables {', '.join(s.variables)}", f"dt {s.dt:g}", f"n {s.n}", params]
+        if s.lyapunov:
+            parts.append(f"Lyapunov exponents {', '.join(f'{v:g}' for v in s.lyapunov)}")
+        lines.append(f"{'':<18} " + "; ".join(part for part in parts if part))
     out.emit_text("\n".join(lines))

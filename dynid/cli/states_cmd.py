@@ -4,7 +4,7 @@ from typing import Annotated
 
 import typer
 
-from dynid.cli.options import DataOptions, OutputPath, with_options
+from dynid.cli.options import DataOptions, LabelsOption, OutputPath, with_options
 from dynid.cli.output import Output
 
 
@@ -17,6 +17,7 @@ def states(
     model_path: Annotated[str, typer.Argument(metavar="MODEL", help="A .dynid model file of a latent-state model ('-' = stdin; then DATA must be a file).")],
     data_file: Annotated[str, typer.Argument(metavar="DATA", help="Data to infer the states of ('-' = stdin); NaN cells are missing observations.")],
     output: OutputPath = None,
+    labels: LabelsOption = None,
     *,
     data: DataOptions,
     out: Output,
@@ -32,8 +33,8 @@ def states(
     out.check_json_target(output)
     model = load_model_argument(model_path, data_file).model
     nan_default = "keep" if model.capabilities.nan else "split"
-    dataset = model_data_options(data, model).load([data_file], nan_default=nan_default, out=out)
-    result = api.states(model, dataset)
+    dataset = model_data_options(data, model).with_labels(labels).load([data_file], nan_default=nan_default, out=out)
+    result = api.states(model, dataset, labels=labels)
     time_column = dataset.time_column or "t"
     if out.json_mode:
         body = {"time_column": time_column, "time_origin": dataset.time_origin, "states": list(result.names),

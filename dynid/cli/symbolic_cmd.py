@@ -8,6 +8,7 @@ from dynid.cli import completion
 from dynid.cli.each import EachSpec
 from dynid.cli.options import DataOptions, OutputPath, ParamsOption, RunOptions, with_options
 from dynid.cli.output import Output
+from dynid.cli.report_cmd import ReportPath
 
 FORMATS = ("text", "latex", "json")
 
@@ -30,6 +31,7 @@ def symbolic(
     precision: Annotated[int, typer.Option("--precision", help="Significant digits of the coefficients in text and LaTeX (JSON keeps them all).")] = 6,
     save_model: Annotated[Optional[str], typer.Option("--save-model", help="Also write the identified model as a .dynid file.")] = None,
     output: OutputPath = None,
+    report: ReportPath = None,
     *,
     data: DataOptions,
     run: RunOptions,
@@ -76,3 +78,9 @@ def symbolic(
         out.info(f"wrote {output}")
     else:
         out.emit_text(text)
+    if report:
+        from dynid.cli.report_cmd import run_model, write_run_report
+
+        # The model section: equations with intervals and Pareto fronts, and free runs on DATA.
+        write_run_report(report, models=[run_model(save_model, fitted.model, fitted.metadata)],
+                         results=[], data=dataset, out=out)

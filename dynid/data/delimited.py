@@ -12,11 +12,12 @@ import csv
 import gzip
 import io
 import re
+from collections.abc import Iterator
 from dataclasses import dataclass
 
 import numpy as np
 
-from dynid.data.table import Table
+from dynid.data.table import Table, check_unique_names
 from dynid.data.times import parse_iso_datetimes
 from dynid.errors import DataError, UsageError
 
@@ -59,10 +60,23 @@ def read_delimited(
     source: str | io.BytesIO, name: str, *, default_sep: str, sep: str | None = None, decimal: str | None = None
 ) -> Table:
     """Read a delimited file (path, or bytes for stdin). ``default_sep`` comes from the suffix."""
+    fmt, notes = sniff_format(source, name, default_sep=default_sep, sep=sep, decimal=decimal)
+    frame = _parse(source, name, fmt)
+    table = _to_table(frame, name)
+    table.notes[:0] = notes
+    return table
+
+
+def sniff_format(
+    source: str | io.BytesIO, name: str, *, default_sep: str, sep: str | None = None, decimal: str | None = None
+) -> tuple[Format, list[str]]:
+    """The file's Format from its first lines (``sep``/``decimal`` when forced), and notes on
+    anything but UTF-8, commas and decimal points; DataError for an empty file, a header that
+    disagrees with the rows, or repeated column names."""
     head = _head(source, name)
     notes: list[str] = []
-    encoding = "utf-8-sig"
-    text = _decode(head, "utf-8-sig")
+    encoding = _unicode_encoding(head)
+    text = _decode(head, encoding)
     if text is None:
         encoding = "cp1252"
         text = head.decode(encoding, errors="replace")
@@ -77,14 +91,31 @@ def read_delimited(
         if sep != default_sep:
             notes.append(f"{name}: columns separated by {SEPARATOR_NAMES[sep]} (sniffed; force with --sep)")
     _check_widths(lines, sep, name)
+    check_unique_names((field.strip() for field in _fields(lines[0], sep)), name)
     if decimal is None:
         decimal = _sniff_decimal(lines[1:], sep, name)
         if decimal == ",":
             notes.append(f"{name}: decimal comma (sniffed; force with --decimal)")
-    frame = _parse(source, name, Format(sep, decimal, encoding))
-    table = _to_table(frame, name)
-    table.notes[:0] = notes
-    return table
+    return Format(sep, decimal, encoding), notes
+
+
+def read_delimited_chunks(path: str, fmt: Format, rows: int) -> Iterator[Table]:
+    """The file at ``path`` as Tables of ``rows`` rows each (the last may be shorter), read one
+    at a time so that memory holds one chunk, not the file (pandas' C parser, which reads in
+    chunks; pyarrow's does not)."""
+    import pandas as pd
+
+    try:
+        reader = pd.read_csv(path, sep=fmt.sep, decimal=fmt.decimal, encoding=fmt.encoding, engine="c",
+                             index_col=False, chunksize=rows)
+        with reader:
+            for frame in reader:
+                yield _to_table(frame, path)
+    except pd.errors.EmptyDataError:
+        raise DataError(f"{path}: empty file") from None
+    except (pd.errors.ParserError, UnicodeDecodeError, OSError, EOFError, ValueError) as exc:
+        first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        raise DataError(f"{path}: cannot parse as text columns: {first}") from None
 
 
 def _head(source: str | io.BytesIO, name: str) -> bytes:
@@ -98,6 +129,16 @@ def _head(source: str | io.BytesIO, name: str) -> bytes:
             return handle.read(_SNIFF_BYTES)
     except (OSError, EOFError) as exc:
         raise DataError(f"{name}: cannot read ({exc})") from None
+
+
+def _unicode_encoding(head: bytes) -> str:
+    """UTF-32 or UTF-16 when ``head`` starts with their byte order mark (Windows tools write
+    "Unicode" text so), else UTF-8 (its own mark skipped)."""
+    if head.startswith((codecs.BOM_UTF32_LE, codecs.BOM_UTF32_BE)):
+        return "utf-32"
+    if head.startswith((codecs.BOM_UTF16_LE, codecs.BOM_UTF16_BE)):
+        return "utf-16"
+    return "utf-8-sig"
 
 
 def _decode(head: bytes, encoding: str) -> str | None:

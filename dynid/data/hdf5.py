@@ -15,7 +15,7 @@ import re
 import numpy as np
 
 from dynid.data.pandas_hdf5 import is_pandas_group, read_pandas_group
-from dynid.data.table import Table
+from dynid.data.table import Table, check_unique_names
 from dynid.data.times import AUTO_TIME_NAMES, is_time_name, parse_iso_datetimes, split_unit
 from dynid.errors import DataError
 
@@ -31,12 +31,12 @@ def read_hdf5(path: str, inner: str | None, wanted: set[str] | None) -> list[Tab
         raise DataError(f"{path}: not a readable HDF5 file ({exc})") from None
     with handle:
         node_path = inner or "/"
-        if node_path not in handle:
-            raise DataError(f"{path}: no dataset or group {node_path!r} inside")
         try:
+            if node_path not in handle:
+                raise DataError(f"{path}: no dataset or group {node_path!r} inside")
             return _collect_trials(path, handle[node_path], wanted)
-        except OSError as exc:
-            raise DataError(f"{path}: cannot read ({exc})") from None
+        except (OSError, RuntimeError, KeyError, ValueError, TypeError) as exc:  # HDF5 on damaged structures
+            raise DataError(f"{path}: cannot read ({str(exc)[:120]})") from None
 
 
 def _collect_trials(path: str, node, wanted: set[str] | None) -> list[Table]:  # type: ignore[no-untyped-def]
@@ -50,7 +50,7 @@ def _collect_trials(path: str, node, wanted: set[str] | None) -> list[Table]:  #
     single = _single_trial(path, node, wanted)
     if single is not None:
         return [single]
-    members = list(node.values())
+    members = _members(node)
     datasets = [m for m in members if isinstance(m, h5py.Dataset) and m.ndim == 2]
     groups = [m for m in members if isinstance(m, h5py.Group)]
     if not datasets and len(groups) == 1:
@@ -74,13 +74,19 @@ def _collect_trials(path: str, node, wanted: set[str] | None) -> list[Table]:  #
     return tables
 
 
+def _members(group) -> list:  # type: ignore[no-untyped-def,type-arg]
+    """The datasets and groups in ``group``; h5py gives None for a link that leads nowhere (a
+    dangling soft or external link, or a damaged file), which holds no data."""
+    return [member for member in group.values() if member is not None]
+
+
 def _single_trial(path: str, group, wanted: set[str] | None) -> Table | None:  # type: ignore[no-untyped-def]
     """The one trial ``group`` holds, or None if it holds several (or none)."""
     import h5py
 
     if is_pandas_group(group):
         return read_pandas_group(path, group)
-    members = list(group.values())
+    members = _members(group)
     if any(isinstance(m, h5py.Group) for m in members):
         return None
     matrices = [m for m in members if m.ndim == 2]
@@ -98,7 +104,7 @@ def _matrix_trial(path: str, dataset, parent, wanted: set[str] | None) -> Table:
         raise DataError(f"{where}: expected a 2-D dataset (samples x variables), got {dataset.ndim}-D")
     if dataset.dtype.kind not in "fiu":
         raise DataError(f"{where}: dataset is not numeric")
-    names = _names(dataset.attrs.get("columns"), [f"x{i}" for i in range(dataset.shape[1])])
+    names = _names(dataset.attrs.get("columns"), [f"x{i}" for i in range(dataset.shape[1])], where)
     if len(names) != dataset.shape[1]:
         raise DataError(f"{where}: attribute 'columns' names {len(names)} columns, data has {dataset.shape[1]}")
     keep = [i for i, name in enumerate(names) if wanted is None or _is_wanted(name, wanted)]
@@ -130,7 +136,7 @@ def _columns_trial(path: str, group, vectors: list) -> Table:  # type: ignore[ty
     """A group of 1-D datasets, one column each, ordered by the group's ``columns`` attribute
     when it has one, else by creation order (when tracked) or name."""
     by_name = {m.name.rsplit("/", 1)[-1]: m for m in vectors}
-    order = _names(group.attrs.get("columns"), list(by_name))
+    order = _names(group.attrs.get("columns"), list(by_name), f"{path}:{group.name}")
     missing = [name for name in order if name not in by_name]
     if missing:
         raise DataError(f"{path}:{group.name}: attribute 'columns' names {missing[0]!r}, which is not a dataset")
@@ -176,10 +182,13 @@ def _with_time_attrs(table: Table, dataset, group) -> Table:  # type: ignore[no-
     return table
 
 
-def _names(attribute, default: list[str]) -> list[str]:  # type: ignore[no-untyped-def]
+def _names(attribute, default: list[str], where: str) -> list[str]:  # type: ignore[no-untyped-def]
+    """The names in a ``columns`` attribute (``default`` without one); DataError on a repeat."""
     if attribute is None:
         return default
-    return [n.decode() if isinstance(n, bytes) else str(n) for n in np.atleast_1d(attribute)]
+    names = [n.decode() if isinstance(n, bytes) else str(n) for n in np.atleast_1d(attribute)]
+    check_unique_names(names, f"{where}: attribute 'columns'")
+    return names
 
 
 def _natural_key(text: str) -> list[object]:

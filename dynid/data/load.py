@@ -19,6 +19,9 @@ from dynid.errors import DataError, UsageError
 
 NanPolicy = Literal["split", "error", "drop", "interpolate", "keep"]
 NAN_POLICIES = ("split", "error", "drop", "interpolate", "keep")
+# Largest magnitude of a value: beyond it squares overflow float64 (max 1.8e308), so that least
+# squares, variances and errors turn into inf or NaN. Such numbers need rescaling, not fitting.
+LARGEST_MAGNITUDE = 1e150
 
 
 def load(
@@ -65,7 +68,7 @@ def load(
     tables = read_tables(spec, stdin=stdin, wanted=wanted, sep=parse_sep(sep), decimal=parse_decimal(decimal))
     source = "<stdin>" if spec == "-" else spec
     notes = [note for table in tables for note in table.notes]
-    roles = _resolve_roles(tables[0], source, columns, time_column, inputs, trial_column, notes)
+    roles = resolve_roles(tables[0], source, columns, time_column, inputs, trial_column, notes)
     for table in tables:
         _check_same_columns(table, tables[0], source)
     time = TimeAxis.of(tables, roles.time, dt, source, notes)
@@ -91,12 +94,14 @@ def load(
     )
 
 
-class _Roles:
+class Roles:
+    """Which columns are time (None: none), states and inputs."""
+
     def __init__(self, time: str | None, states: list[str], inputs: list[str]) -> None:
         self.time, self.states, self.inputs = time, states, inputs
 
 
-def _resolve_roles(
+def resolve_roles(
     table: Table,
     source: str,
     columns: list[str] | None,
@@ -104,7 +109,7 @@ def _resolve_roles(
     inputs: list[str] | None,
     trial_column: str | None,
     notes: list[str],
-) -> _Roles:
+) -> Roles:
     available = list(table.columns)
 
     def find(name: str, option: str, exact: bool = False) -> str:
@@ -141,7 +146,7 @@ def _resolve_roles(
         raise UsageError("--columns names a column twice")
     if not states:
         raise DataError(f"{source}: no numeric state columns")
-    return _Roles(time, states, input_names)
+    return Roles(time, states, input_names)
 
 
 def _find(table: Table, source: str, name: str, option: str, exact: bool = False) -> str:
@@ -210,7 +215,7 @@ def _check_same_columns(table: Table, first: Table, source: str) -> None:
 
 def _table_trials(
     table: Table,
-    roles: _Roles,
+    roles: Roles,
     time: TimeAxis,
     nan: NanPolicy,
     source: str,
@@ -223,14 +228,7 @@ def _table_trials(
     where = table.label
     t = time.times(table)
     if roles.time is not None:
-        bad = np.flatnonzero(~np.isfinite(t))
-        if bad.size:
-            raise DataError(f"{where}: time column {roles.time!r} is missing or infinite at row {bad[0] + 1}")
-        steps = np.diff(t)
-        if (steps <= 0).any():
-            row = int(np.flatnonzero(steps <= 0)[0]) + 2
-            kind = "duplicate" if steps[row - 2] == 0 else "decreasing"
-            raise DataError(f"{where}: time column {roles.time!r} has a {kind} value at row {row}")
+        check_increasing(t, roles.time, where)
     x = np.column_stack([np.asarray(table.columns[c], dtype=float) for c in roles.states])
     u = (
         np.column_stack([np.asarray(table.columns[c], dtype=float) for c in roles.inputs])
@@ -239,9 +237,7 @@ def _table_trials(
     )
     values = x if u is None else np.hstack([x, u])
     names = roles.states + roles.inputs
-    if np.isinf(values).any():
-        row, col = np.argwhere(np.isinf(values))[0]
-        raise DataError(f"{where}: column {names[col]!r} is infinite at row {row + 1}")
+    check_values(values, names, where)
     missing = np.isnan(values)
     if not missing.any() or nan == "keep":
         return _nonempty([Trial(t, x, u)], where)
@@ -272,6 +268,33 @@ def _table_trials(
         f" (dropped {int(bad_rows.sum())} rows)"
     )
     return trials
+
+
+def check_values(values: np.ndarray, names: list[str], where: str, first_row: int = 1) -> None:
+    """DataError naming the column and row (``first_row``: the number of row 0) of the first
+    infinite value or one beyond LARGEST_MAGNITUDE; NaN passes (the --nan policy decides)."""
+    if np.isinf(values).any():
+        row, col = np.argwhere(np.isinf(values))[0]
+        raise DataError(f"{where}: column {names[col]!r} is infinite at row {row + first_row}")
+    with np.errstate(invalid="ignore"):
+        huge = np.abs(values) > LARGEST_MAGNITUDE
+    if huge.any():
+        row, col = np.argwhere(huge)[0]
+        raise DataError(f"{where}: column {names[col]!r} is {values[row, col]:.3g} at row {row + first_row}, "
+                        "too large to compute with (its square overflows); rescale the column")
+
+
+def check_increasing(t: np.ndarray, name: str, where: str, first_row: int = 1) -> None:
+    """DataError at the first missing, infinite, repeated or decreasing time (``first_row``:
+    the number of row 0)."""
+    bad = np.flatnonzero(~np.isfinite(t))
+    if bad.size:
+        raise DataError(f"{where}: time column {name!r} is missing or infinite at row {bad[0] + first_row}")
+    steps = np.diff(t)
+    if (steps <= 0).any():
+        row = int(np.flatnonzero(steps <= 0)[0]) + 1
+        kind = "duplicate" if steps[row - 1] == 0 else "decreasing"
+        raise DataError(f"{where}: time column {name!r} has a {kind} value at row {row + first_row}")
 
 
 def _nonempty(trials: list[Trial], where: str) -> list[Trial]:

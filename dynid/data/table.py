@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Literal
 
 import numpy as np
+
+from dynid.errors import DataError
 
 ColumnKind = Literal["number", "datetime", "other"]
 
@@ -17,6 +20,18 @@ def column_kind(values: np.ndarray) -> ColumnKind:
     if values.dtype.kind == "M":
         return "datetime"
     return "other"
+
+
+def check_unique_names(names: Iterable[str], where: str) -> None:
+    """DataError naming the first column name given twice: readers would rename one of them
+    (pandas: ``x.1``) or keep only the last, and a model would silently use the wrong column.
+    Empty names are left to the readers (they number them)."""
+    seen: set[str] = set()
+    for name in names:
+        if name in seen:
+            raise DataError(f"{where}: duplicate column name {name!r}")
+        if name:
+            seen.add(name)
 
 
 @dataclass

@@ -24,29 +24,19 @@ def trial_arrays(data: Dataset) -> tuple[list[np.ndarray], list[np.ndarray] | No
 
 
 @dataclass(frozen=True)
-class LaggedDesign:
-    """Stacked one-step regression ``targets ≈ regressors @ theta`` over all trials.
+class DesignLayout:
+    """The columns of a lagged regression: ``[1 (if trend), x_{t-1}, ..., x_{t-p}, u_{t-1}]``
+    with p = ``n_lags``, d = ``n_variables``, m = ``n_inputs``."""
 
-    regressors: (N, k) rows ``[1 (if trend), x_{t-1}, ..., x_{t-p}, u_{t-1}]``;
-    targets: (N, d) rows ``x_t``; rows_per_trial: how many rows each trial gave (in order).
-    """
-
-    regressors: np.ndarray
-    targets: np.ndarray
     n_lags: int
     n_variables: int
     n_inputs: int
     trend: bool
-    rows_per_trial: tuple[int, ...]
-
-    @property
-    def n_rows(self) -> int:
-        return int(self.targets.shape[0])
 
     @property
     def n_regressors(self) -> int:
         """k: coefficients per equation."""
-        return int(self.regressors.shape[1])
+        return int(self.trend) + self.n_lags * self.n_variables + self.n_inputs
 
     def lag_columns(self, lag: int) -> slice:
         """Columns of ``x_{t-lag}`` (lag = 1..p) in ``regressors``."""
@@ -64,6 +54,23 @@ class LaggedDesign:
         """Columns of ``u_{t-1}`` in ``regressors`` (empty without inputs)."""
         start = int(self.trend) + self.n_lags * self.n_variables
         return slice(start, start + self.n_inputs)
+
+
+@dataclass(frozen=True)
+class LaggedDesign(DesignLayout):
+    """Stacked one-step regression ``targets ≈ regressors @ theta`` over all trials.
+
+    regressors: (N, k) rows ``[1 (if trend), x_{t-1}, ..., x_{t-p}, u_{t-1}]``;
+    targets: (N, d) rows ``x_t``; rows_per_trial: how many rows each trial gave (in order).
+    """
+
+    regressors: np.ndarray
+    targets: np.ndarray
+    rows_per_trial: tuple[int, ...]
+
+    @property
+    def n_rows(self) -> int:
+        return int(self.targets.shape[0])
 
 
 def lagged_design(

@@ -150,13 +150,21 @@ def one_step_metrics(
     errors = targets - predictions
     sse = np.sum(errors**2, axis=0)
     sst = np.sum((targets - targets.mean(axis=0)) ** 2, axis=0)
-    n = max(targets.shape[0], 1)
+    return one_step_metrics_from_sums(sse, sst, targets.shape[0])
+
+
+def one_step_metrics_from_sums(
+    sse: np.ndarray, sst: np.ndarray, n: int
+) -> dict[str, float | list[float | None] | None]:
+    """``one_step_metrics`` from each variable's sum of squared errors ``sse`` (d,) and sum of
+    squares about its mean ``sst`` (d,) over ``n`` rows (for fits that never hold the rows)."""
+    n = max(n, 1)
     per_variable_r2 = [
         None if total == 0 else float(1.0 - e / total) for e, total in zip(sse, sst)
     ]
     return {
         "one_step_rmse": [float(v) for v in np.sqrt(sse / n)],
         "one_step_r2": per_variable_r2,
-        "one_step_rmse_overall": float(np.sqrt(sse.sum() / (n * max(targets.shape[1], 1)))),
+        "one_step_rmse_overall": float(np.sqrt(sse.sum() / (n * max(sse.shape[0], 1)))),
         "one_step_r2_overall": None if sst.sum() == 0 else float(1.0 - sse.sum() / sst.sum()),
     }

@@ -9,6 +9,7 @@ from a history window), ``arrays`` (all learned state as named numpy arrays) and
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
@@ -16,6 +17,7 @@ import numpy as np
 
 from dynid.data.dataset import Dataset, Trial
 from dynid.errors import DataError, UsageError
+from dynid.linear.moments import LaggedMoments
 from dynid.params import Hyperparameters, param
 from dynid.training import TrainingOptions
 
@@ -25,6 +27,7 @@ __all__ = [
     "Hyperparameters",
     "LatentStates",
     "PredictiveInterval",
+    "StepMap",
     "expect_array",
     "param",
 ]
@@ -41,6 +44,8 @@ class Capabilities:
     stochastic: bool = False
     # Trains a network through dynid.training (takes --max-time, --checkpoint, --resume, --threads).
     training: bool = False
+    # Discrete hidden states that rows of known state can fix (--labels; fit and states).
+    labels: bool = False
 
 
 @dataclass(frozen=True)
@@ -73,6 +78,27 @@ class PredictiveInterval:
     level: float
 
 
+@dataclass(frozen=True)
+class StepMap:
+    """A fitted model's map of its own state over ``stride`` samples of ``dt_``: what its
+    Lyapunov exponents are exponents of (``dynid score --estimate-lyapunov``).
+
+    state (D,): the state after the history the map was built from; step: states (n, D) ->
+    (n, D) ``stride`` samples later; jacobian: states (n, D) -> (n, D, D) the derivative of
+    ``step``, or None (finite differences are taken instead).
+    """
+
+    state: np.ndarray
+    step: Callable[[np.ndarray], np.ndarray]
+    jacobian: Callable[[np.ndarray], np.ndarray] | None = None
+    stride: int = 1
+
+
+# Samples per call of the default step map: each call runs ``simulate`` once per state, so the
+# solver's start-up cost is shared by this many samples.
+WINDOW_STRIDE = 10
+
+
 class Backend(ABC):
     """A dynamics model: ``fit`` on a Dataset, ``simulate`` forward, export learned arrays.
 
@@ -99,15 +125,20 @@ class Backend(ABC):
         seed: int | None = None,
         device: str = "cpu",
         progress: Any = None,
+        labels: list[np.ndarray] | None = None,
         training: TrainingOptions | None = None,
     ) -> Backend:
         """Learn from ``data``; returns self. Raises DataError if the data do not suit.
 
+        labels: per trial (n_samples,) known discrete states, -1 where unknown (``--labels``),
+        for backends with ``capabilities.labels`` (UsageError for others).
         training: ``--max-time``, checkpoints, ``--resume``, threads and the progress display,
         for backends that train a network (``capabilities.training``; they read it as
         ``self.training_options`` in ``_fit``).
         """
         caps = self.capabilities
+        if labels is not None:
+            check_labels(data, labels, self)
         if caps.uniform_steps and data.dt is None:
             raise DataError(
                 f"{data.source}: the {self.name} backend needs uniform time steps but the sampling "
@@ -121,8 +152,31 @@ class Backend(ABC):
         self.inputs_ = tuple(data.inputs)
         self.dt_ = data.dt if data.dt is not None else _median_step(data)
         self.training_options = training if training is not None else TrainingOptions()
-        self._fit(data, seed=seed, device=device, progress=progress)
+        if labels is None:
+            self._fit(data, seed=seed, device=device, progress=progress)
+        else:
+            self._fit_labelled(data, labels, seed=seed, device=device, progress=progress)
         return self
+
+    # -- fits from running sums (files read in chunks) ---------------------------------------
+    def moments(self, n_variables: int, n_inputs: int) -> LaggedMoments | None:
+        """Empty running sums to add the data to, for a backend whose fit needs only them (then
+        ``fit_moments`` fits from them); None: the fit needs every sample in memory."""
+        return None
+
+    def fit_moments(self, moments: LaggedMoments, *, variables: tuple[str, ...], inputs: tuple[str, ...],
+                    dt: float | None, source: str) -> Backend:
+        """Learn from ``moments`` (from ``self.moments``, filled with the data ``source``);
+        returns self. Data checks as in ``fit``."""
+        if self.capabilities.uniform_steps and dt is None:
+            raise DataError(f"{source}: the {self.name} backend needs uniform time steps but the sampling "
+                            "is irregular (or differs between trials)")
+        self.variables_, self.inputs_, self.dt_ = tuple(variables), tuple(inputs), dt if dt is not None else 1.0
+        self._fit_moments(moments)
+        return self
+
+    def _fit_moments(self, moments: LaggedMoments) -> None:
+        raise NotImplementedError(f"the {self.name} backend does not fit from running sums")
 
     def simulate(
         self, history: Trial, steps: int, future_inputs: np.ndarray | None = None
@@ -203,6 +257,12 @@ class Backend(ABC):
     def _load_arrays(self, arrays: dict[str, np.ndarray]) -> None:
         """Set learned state from ``arrays``, checking names and shapes with ``expect_array``."""
 
+    def _fit_labelled(
+        self, data: Dataset, labels: list[np.ndarray], *, seed: int | None, device: str, progress: Any
+    ) -> None:
+        """``_fit`` with partially known discrete states; backends with ``capabilities.labels``."""
+        raise NotImplementedError
+
     # -- optional, shown by info/report when present -------------------------------------------
     def equations(self) -> list[tuple[str, str]] | None:
         """(lhs, rhs) pairs of the identified equations, if the model has them."""
@@ -218,9 +278,39 @@ class Backend(ABC):
         """Discrete-time eigenvalues of the linear(ised) dynamics, if the model has them."""
         return None
 
+    def step_map(self, history: Trial) -> StepMap:
+        """The model's state map, started after ``history`` (for Lyapunov exponents).
+
+        This default takes the state to be the last ``history_length`` samples, flattened
+        (D = history_length * d), and advances it ``WINDOW_STRIDE`` samples per step with
+        ``simulate``, one state at a time; derivatives by finite differences. That is the
+        state of models that forecast from a window of samples (equations, lagged regressions,
+        delay embeddings); backends with a hidden state (reservoirs, recurrent networks)
+        override it, with analytic Jacobians where they have them. UsageError for models
+        with inputs (their exponents depend on the inputs).
+        """
+        self._check_fitted()
+        if self.inputs_:
+            raise UsageError(f"the {self.name} model takes inputs; Lyapunov exponents are "
+                             "defined for autonomous models only")
+        window, d = self.history_length, self.n_variables
+        times = self.dt_ * np.arange(window)
+
+        def step(states: np.ndarray) -> np.ndarray:
+            out = np.empty_like(states)
+            for i, flat in enumerate(states):
+                x = flat.reshape(window, d)
+                ahead = self.simulate(Trial(times, x), WINDOW_STRIDE)
+                out[i] = np.concatenate([x, ahead])[-window:].reshape(-1)
+            return out
+
+        start = np.asarray(history.x[-window:], dtype=float).reshape(-1)
+        return StepMap(state=start, step=step, stride=WINDOW_STRIDE)
+
     # -- optional, for models with hidden states or a predictive distribution ----------------
-    def states(self, data: Dataset) -> LatentStates:
-        """The hidden states of ``data`` (``dynid states``); UsageError for models without."""
+    def states(self, data: Dataset, labels: list[np.ndarray] | None = None) -> LatentStates:
+        """The hidden states of ``data`` (``dynid states``); UsageError for models without.
+        labels: as ``fit``'s, for backends with ``capabilities.labels``."""
         raise UsageError(
             f"the {self.name} model has no hidden states; fit a latent-state model (lds, hmm, arhmm)"
         )
@@ -261,6 +351,18 @@ def expect_array(
     ):
         raise DataError(f"model array {name!r} has shape {array.shape}, expected {shape}")
     return array
+
+
+def check_labels(data: Dataset, labels: list[np.ndarray], model: Backend) -> None:
+    """UsageError unless ``model`` takes labels; ValueError unless there is one (n_samples,)
+    integer array per trial of ``data``."""
+    if not model.capabilities.labels:
+        raise UsageError(f"--labels: the {model.name} model has no discrete states to fix; fit hmm, arhmm or slds")
+    if len(labels) != data.n_trials or any(
+        np.shape(known) != (trial.n_samples,) or not np.issubdtype(np.asarray(known).dtype, np.integer)
+        for known, trial in zip(labels, data.trials)
+    ):
+        raise ValueError("labels: one integer array of n_samples per trial")
 
 
 def _refuse_missing_values(data: Dataset, backend: str) -> None:

@@ -12,6 +12,7 @@ fine up to a few hundred variables.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -21,8 +22,9 @@ from dynid.data.dataset import Dataset, Trial
 from dynid.errors import DataError, UsageError
 from dynid.linear.design import lagged_design, trial_arrays
 from dynid.linear.dynamics import rollout, sort_by_modulus
+from dynid.linear.moments import LaggedMoments
 from dynid.linear.rank import numerical_rank, optimal_hard_threshold_rank
-from dynid.metrics.forecast import one_step_metrics
+from dynid.metrics.forecast import one_step_metrics, one_step_metrics_from_sums
 from dynid.models.base import Backend, Capabilities, Hyperparameters, expect_array, param
 
 
@@ -77,21 +79,45 @@ class DMD(Backend):
         design = lagged_design(trials_x, 1, trials_u=trials_u, trend=False)
         if design.n_rows < 1:
             raise DataError(f"{data.source}: DMD needs at least one trial with 2 samples")
-        d = data.n_variables
         y = design.targets.T  # (d, N) states x_{k+1}
-        if trials_u is not None:
-            omega = design.regressors.T  # (d + m, N) stacked [x_k; u_k]
-            operators, rank, input_rank = _dmdc(y, omega, d, params)
-            self.metrics_ = {"rank": rank, "input_rank": input_rank}
-        else:
-            x = design.regressors.T  # (d, N) states x_k
-            operators, rank = _exact_dmd(x, y, params)
-            self.metrics_ = {"rank": rank}
-        self.A_, self.B_ = operators.a, operators.b
-        self._set_spectrum(operators.reduced, operators.lift)
+        snapshots = design.regressors.T  # (d + m, N) stacked [x_k; u_k], or (d, N) x_k
+        targets = _Factors.of(y, y) if trials_u is not None else None
+        self._fit_factors(_Factors.of(snapshots, y), targets, params)
         predictions = design.regressors @ np.hstack([self.A_, self.B_]).T
         self.metrics_.update(one_step_metrics(design.targets, predictions))
         self.metrics_["n_pairs"] = design.n_rows
+
+    def moments(self, n_variables: int, n_inputs: int) -> LaggedMoments:
+        """Running sums of the snapshot pairs (one lag, no intercept)."""
+        return LaggedMoments(1, n_variables, n_inputs, trend=False)
+
+    def _fit_moments(self, moments: LaggedMoments) -> None:
+        """The fit ``_fit`` makes, from the Gram matrices of the snapshots (equal to round-off
+        where the snapshot matrix is well conditioned: its small singular values come from
+        eigenvalues of the Gram matrix, which lose half the digits)."""
+        params: DMDParams = self.params  # type: ignore[assignment]
+        design = moments.design(1)
+        if design.n < 1:
+            raise DataError("DMD needs at least one trial with 2 samples")
+        targets = _Factors.from_gram(design.yty, design.yty, design.n) if self.inputs_ else None
+        self._fit_factors(_Factors.from_gram(design.ztz, design.zty.T, design.n), targets, params)
+        gain = np.hstack([self.A_, self.B_])  # (d, k) one-step predictions = Z gain'
+        cross = gain @ design.zty
+        sse = np.diag(design.yty - cross - cross.T + gain @ design.ztz @ gain.T)
+        self.metrics_.update(one_step_metrics_from_sums(np.clip(sse, 0.0, None), design.target_sst, design.n))
+        self.metrics_["n_pairs"] = design.n
+
+    def _fit_factors(self, snapshots: _Factors, targets: _Factors | None, params: DMDParams) -> None:
+        """Operators and spectrum from the factors of the snapshot matrix (and, with inputs, of
+        the target matrix): exact DMD without inputs, DMDc with them."""
+        if targets is not None:
+            operators, rank, input_rank = _dmdc(targets, snapshots, self.n_variables, params)
+            self.metrics_ = {"rank": rank, "input_rank": input_rank}
+        else:
+            operators, rank = _exact_dmd_of(snapshots, params)
+            self.metrics_ = {"rank": rank}
+        self.A_, self.B_ = operators.a, operators.b
+        self._set_spectrum(operators.reduced, operators.lift)
 
     def _set_spectrum(self, reduced: np.ndarray, lift: np.ndarray) -> None:
         """Eigenvalues and unit-norm modes of A from its (r, r) reduced operator.
@@ -182,16 +208,48 @@ def _choose_rank(
     return min(requested, numerical)
 
 
+@dataclass(frozen=True)
+class _Factors:
+    """What DMD uses of a snapshot matrix M (q, N) and the targets Y (d, N): the left singular
+    vectors ``u`` (q, q') and singular values ``s`` (q',) of M, its ``shape``, and
+    ``targets_on_right(r)`` = Y V_r S_r^-1 (d, r), V_r the leading r right singular vectors."""
+
+    u: np.ndarray
+    s: np.ndarray
+    shape: tuple[int, int]
+    targets_on_right: Callable[[int], np.ndarray]
+
+    @classmethod
+    def of(cls, m: np.ndarray, y: np.ndarray) -> _Factors:
+        """From the matrices themselves (SVD)."""
+        u, s, vt = np.linalg.svd(m, full_matrices=False)
+        return cls(u, s, m.shape, lambda r: y @ vt[:r].T / s[:r])
+
+    @classmethod
+    def from_gram(cls, gram: np.ndarray, cross: np.ndarray, n: int) -> _Factors:
+        """From M M' (q, q), Y M' (d, q) and N, as running sums give them: M M' = U S^2 U', and
+        Y V_r S_r^-1 = Y M' U_r S_r^-2."""
+        values, vectors = np.linalg.eigh(gram)
+        s = np.sqrt(np.clip(values[::-1], 0.0, None))
+        u = vectors[:, ::-1]
+        return cls(u, s, (gram.shape[0], n), lambda r: cross @ u[:, :r] / s[:r] ** 2)
+
+
 def _exact_dmd(x: np.ndarray, y: np.ndarray, params: DMDParams) -> tuple[_Operators, int]:
+    """Exact DMD of the (d, N) snapshots ``x`` at k and ``y`` at k+1 (see ``_exact_dmd_of``)."""
+    return _exact_dmd_of(_Factors.of(x, y), params)
+
+
+def _exact_dmd_of(x: _Factors, params: DMDParams) -> tuple[_Operators, int]:
     """Tu et al.'s exact DMD: A = Y V_r S_r^-1 U_r^T from the rank-r SVD X = U S V^T.
 
-    x, y: (d, N) snapshots at k and k+1. The reduced operator is U_r^T Y V_r S_r^-1 (r, r);
-    its eigenvalues are the nonzero eigenvalues of A and Y V_r S_r^-1 w are the exact modes.
+    x: the factors of the (d, N) snapshots at k, with Y those at k+1. The reduced operator is
+    U_r^T Y V_r S_r^-1 (r, r); its eigenvalues are the nonzero eigenvalues of A and
+    Y V_r S_r^-1 w are the exact modes.
     """
-    u, s, vt = np.linalg.svd(x, full_matrices=False)
-    r = _choose_rank(params.rank, s, x.shape, "rank")
-    lift = y @ vt[:r].T / s[:r]  # (d, r)
-    basis = u[:, :r]
+    r = _choose_rank(params.rank, x.s, x.shape, "rank")
+    lift = x.targets_on_right(r)  # (d, r)
+    basis = x.u[:, :r]
     operators = _Operators(
         a=lift @ basis.T, b=np.zeros((x.shape[0], 0)), reduced=basis.T @ lift, lift=lift
     )
@@ -199,27 +257,26 @@ def _exact_dmd(x: np.ndarray, y: np.ndarray, params: DMDParams) -> tuple[_Operat
 
 
 def _dmdc(
-    y: np.ndarray, omega: np.ndarray, d: int, params: DMDParams
+    y: _Factors, omega: _Factors, d: int, params: DMDParams
 ) -> tuple[_Operators, int, int]:
     """Proctor et al.'s DMDc with unknown B.
 
-    y: (d, N) states at k+1; omega: (d + m, N) stacked [x_k; u_k].
+    y: the factors of the (d, N) states at k+1; omega: those of the (d + m, N) stacked
+    [x_k; u_k], with Y the states at k+1.
     [A B] = Y V~ S~^-1 U~^T from the rank-p SVD of omega; both are then projected onto the
     leading r left singular vectors U^ of Y (the output space): reduced = U^T A U^,
     A = U^ reduced U^T, B = U^ U^T B. With r = d no projection is needed.
     Returns the operators, r and p.
     """
-    uo, so, vto = np.linalg.svd(omega, full_matrices=False)
-    uy, sy, _ = np.linalg.svd(y, full_matrices=False)
-    r = _choose_rank(params.rank, sy, y.shape, "rank")
-    p = _choose_rank(params.input_rank, so, omega.shape, "input_rank")
+    r = _choose_rank(params.rank, y.s, y.shape, "rank")
+    p = _choose_rank(params.input_rank, omega.s, omega.shape, "input_rank")
     if params.input_rank is None:
         # Fewer than r input-space directions would leave zero eigenvalues in the r modes.
-        p = min(max(p, r), numerical_rank(so, omega.shape))
-    gain = (y @ vto[:p].T / so[:p]) @ uo[:, :p].T  # (d, d + m) = [A B]
+        p = min(max(p, r), numerical_rank(omega.s, omega.shape))
+    gain = omega.targets_on_right(p) @ omega.u[:, :p].T  # (d, d + m) = [A B]
     a, b = gain[:, :d], gain[:, d:]
     if r < d:
-        basis = uy[:, :r]
+        basis = y.u[:, :r]
         reduced = basis.T @ a @ basis
         a, b = basis @ reduced @ basis.T, basis @ (basis.T @ b)
     else:

@@ -19,7 +19,9 @@ _BACKENDS: dict[str, str] = {
     "ngrc": "dynid.models.reservoir.ngrc:NGRC",
     "hmm": "dynid.models.latent.hmm:HMM",
     "arhmm": "dynid.models.latent.hmm:ARHMM",
+    "slds": "dynid.models.latent.slds:SLDS",
     "koopman": "dynid.models.operator.koopman:Koopman",
+    "edm": "dynid.models.edm:EDM",
     "plrnn": "dynid.models.rnn.plrnn:PLRNN",
     "alrnn": "dynid.models.rnn.alrnn:ALRNN",
 }

@@ -12,6 +12,7 @@ all samples it can use. The estimator itself, ``fit_var_least_squares``, lives i
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -22,8 +23,9 @@ from dynid.errors import DataError
 from dynid.jsonable import jsonable
 from dynid.linear.design import lagged_design, trial_arrays
 from dynid.linear.dynamics import companion_matrix, rollout, sort_by_modulus
-from dynid.linear.least_squares import VarFit, fit_var_least_squares, min_rows_message
-from dynid.metrics.forecast import one_step_metrics
+from dynid.linear.least_squares import VarEstimate, fit_var_least_squares, min_rows_message, var_from_moments
+from dynid.linear.moments import DesignMoments, LaggedMoments
+from dynid.metrics.forecast import one_step_metrics, one_step_metrics_from_sums
 from dynid.models.base import Backend, Capabilities, Hyperparameters, expect_array, param
 
 __all__ = ["VAR", "VARParams", "select_order"]
@@ -65,22 +67,26 @@ def select_order(
 
     All candidates are fitted to the same targets (samples max_order.. of each trial); ties go
     to the smaller order. Criteria are Lütkepohl's normalised ones, see
-    ``VarFit.information_criterion``.
+    ``VarEstimate.information_criterion``.
     """
     probe = lagged_design(trials_x, max_order, trials_u=trials_u, trend=trend)
-    if probe.n_rows <= probe.n_regressors:
-        raise DataError(
-            min_rows_message(max_order, probe.n_regressors, probe.n_rows)
-            + "; lower -p max_order or set -p order"
-        )
-    values = {
-        p: fit_var_least_squares(
-            trials_x, p, trials_u=trials_u, trend=trend, ridge=ridge, start=max_order
-        ).information_criterion(criterion)
-        for p in range(1, max_order + 1)
-    }
-    best = min(values, key=lambda p: (values[p], p))
-    return best, values
+    _check_probe(max_order, probe.n_regressors, probe.n_rows)
+    return _best_order(max_order, criterion, lambda p: fit_var_least_squares(
+        trials_x, p, trials_u=trials_u, trend=trend, ridge=ridge, start=max_order))
+
+
+def _check_probe(max_order: int, k: int, rows: int) -> None:
+    if rows <= k:
+        raise DataError(min_rows_message(max_order, k, rows) + "; lower -p max_order or set -p order")
+
+
+def _best_order(max_order: int, criterion: str, estimate: Callable[[int], VarEstimate]) -> tuple[int, dict[int, float]]:
+    values = {p: estimate(p).information_criterion(criterion) for p in range(1, max_order + 1)}
+    return min(values, key=lambda p: (values[p], p)), values
+
+
+def _estimate_from(design: DesignMoments, ridge: float) -> VarEstimate:
+    return var_from_moments(design.layout, design.ztz, design.zty, design.yty, design.n, ridge)
 
 
 class VAR(Backend):
@@ -114,27 +120,51 @@ class VAR(Backend):
         else:
             order = params.order
         result = fit_var_least_squares(trials_x, order, **options)
-        self._set(result)
+        self._set(result, order, values, one_step_metrics(result.design.targets, result.fitted))
+
+    # -- streamed: a file read in chunks ------------------------------------------------------
+    def moments(self, n_variables: int, n_inputs: int) -> LaggedMoments:
+        """Running sums with the lags of every order the fit may try."""
+        params: VARParams = self.params  # type: ignore[assignment]
+        return LaggedMoments(params.order or params.max_order, n_variables, n_inputs, params.trend)
+
+    def _fit_moments(self, moments: LaggedMoments) -> None:
+        """The fit ``_fit`` makes, from the sums of ``moments`` (equal to round-off)."""
+        params: VARParams = self.params  # type: ignore[assignment]
+        values: dict[int, float] = {}
+        if params.order is None:
+            probe = moments.design(params.max_order)
+            _check_probe(params.max_order, probe.layout.n_regressors, probe.n)
+            order, values = _best_order(params.max_order, params.criterion, lambda p: _estimate_from(
+                moments.design(p, start=params.max_order), params.ridge))
+        else:
+            order = params.order
+        design = moments.design(order)
+        result = _estimate_from(design, params.ridge)
+        sse = np.diag(result.sigma_ml) * result.n_obs
+        self._set(result, order, values, one_step_metrics_from_sums(sse, design.target_sst, design.n))
+
+    def _set(self, result: VarEstimate, order: int, values: dict[int, float],
+             one_step: dict[str, Any]) -> None:
+        """Fitted arrays and metrics from ``result`` of ``order`` (``values``: the criterion of
+        each candidate order, when chosen; ``one_step``: its in-sample one-step metrics)."""
+        params: VARParams = self.params  # type: ignore[assignment]
+        self.coefs_ = result.coefs
+        self.intercept_ = result.intercept
+        self.input_coefs_ = result.input_coefs
+        self.noise_cov_ = result.sigma
+        self.coef_stderr_ = result.stderr
         self.metrics_ = {
             "order": order,
             "order_selected_by": params.criterion if params.order is None else "fixed",
-            **one_step_metrics(result.design.targets, result.fitted),
+            **one_step,
             "loglik": jsonable(result.loglik),
             "aic": jsonable(result.information_criterion("aic")),
             "bic": jsonable(result.information_criterion("bic")),
             "n_obs": result.n_obs,
         }
         if values:
-            self.metrics_["criterion_values"] = {
-                str(p): jsonable(v) for p, v in values.items()
-            }
-
-    def _set(self, result: VarFit) -> None:
-        self.coefs_ = result.coefs
-        self.intercept_ = result.intercept
-        self.input_coefs_ = result.input_coefs
-        self.noise_cov_ = result.sigma
-        self.coef_stderr_ = result.stderr
+            self.metrics_["criterion_values"] = {str(p): jsonable(v) for p, v in values.items()}
 
     @property
     def history_length(self) -> int:

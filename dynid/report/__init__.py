@@ -1,9 +1,10 @@
 """``dynid report``: one self-contained HTML page from model files and JSON results.
 
-The page needs no network and no script: figures are inline SVG drawn by ``svg``, the stylesheet
-is embedded by ``template``, and ``sections`` turns each input into HTML through its registries of
-model parts and result renderers (``html`` holds the shared building blocks). Writing the file is the
-caller's business (the CLI writes the returned string atomically).
+The page needs no network and, unless ``interactive``, no script: figures are inline SVG drawn
+by ``svg``, the stylesheet (and the optional script) is embedded by ``template``, and
+``sections`` turns each input into HTML through its registries of model parts and result
+renderers (``html`` holds the shared building blocks). Writing the file is the caller's business
+(the CLI writes the returned string atomically).
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ from dynid.data.dataset import Dataset
 from dynid.errors import UsageError
 from dynid.modelfile import ModelFile
 # Registering their model parts, in the order they appear in each model's section.
-from dynid.report import forecast, dynamics  # noqa: F401,I001
+from dynid.report import forecast, dynamics, fitting, spectra, regimes  # noqa: F401,I001
 from dynid.report.compare import comparison_section
 from dynid.report.overview import data_section
 from dynid.report.provenance import ReportRun, provenance_section
@@ -36,6 +37,7 @@ def build_report(
     horizon: int | None = None,
     title: str = "dynid report",
     command_line: str | None = None,
+    interactive: bool = False,
 ) -> str:
     """The report as one HTML document (a string).
 
@@ -47,6 +49,7 @@ def build_report(
     last trial instead. Each forecast says whether its data are the model's training data
     (by the fingerprint the model file records). Several models and data: a comparison table
     first. command_line: how the report was asked for, for its provenance section (last).
+    interactive: zoom, pan and a coordinate read-out on the figures (one inline script).
     """
     started = time.perf_counter()
     if horizon is not None and horizon < 1:
@@ -72,4 +75,5 @@ def build_report(
         datasets = [(option, d) for option, d in (("--data", data), ("--test", test)) if d is not None]
         run = ReportRun(command_line, generated, time.perf_counter() - started)
         sections.append(provenance_section(run, models, datasets, anchor=f"s{len(sections) + 1}"))
-    return render_page(title, sections, generated_utc=generated, version=__version__)
+    return render_page(title, sections, generated_utc=generated, version=__version__,
+                       interactive=interactive)

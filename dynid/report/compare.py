@@ -3,25 +3,32 @@ and their forecasts overlaid on the data."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import importlib
+from collections.abc import Callable
+from dataclasses import dataclass, field
 
 import numpy as np
 
 from dynid.data.dataset import Dataset
 from dynid.errors import DynidError
-from dynid.metrics.forecast import nrmse, valid_prediction_time
+from dynid.metrics.forecast import VPT_THRESHOLD, normalised_error, nrmse, valid_prediction_time
 from dynid.modelfile import ModelFile
-from dynid.report.dynamics import MAX_RESIDUALS, one_step_residuals
+from dynid.report.dynamics import MAX_RESIDUALS, free_run, one_step_residuals
 from dynid.report.forecast import (
     HeldOutForecast, default_steps, forecast_figures, held_out_forecast, seen_in_fitting,
 )
 from dynid.report.html import note, table
+from dynid.report.svg import fmt
 from dynid.report.template import Section
 
 HEADER = [
     "model", "backend", "one-step NRMSE", "multi-step NRMSE", "VPT", "fit seconds", "parameters",
     "unseen in fitting",
 ]
+# The dynamical-systems-reconstruction measures (column, function name in dynid.metrics.dsr),
+# shown when dynid.metrics provides them: each compares the data (n, d) with a long free run of
+# the model (m, d), lower is better.
+DSR_MEASURES = (("D_stsp", "state_space_divergence"), ("D_H", "hellinger_spectrum_distance"))
 SEEN = {True: "no (training data)", False: "yes", None: "unknown"}
 
 
@@ -29,7 +36,8 @@ SEEN = {True: "no (training data)", False: "yes", None: "unknown"}
 class ModelScore:
     """One model's row: errors normalised by the held-out trial's per-variable standard
     deviation; ``vpt`` in the data's time units (the first step whose normalised error exceeds
-    0.4, or the whole window); ``held_out``: whether the data were unseen in fitting (``SEEN``)."""
+    0.4, or the whole window: then ``vpt_censored``); ``held_out``: whether the data were
+    unseen in fitting (``SEEN``)."""
 
     path: str
     backend: str
@@ -40,11 +48,43 @@ class ModelScore:
     parameters: int
     held_out: str
     forecast: HeldOutForecast | None
+    dsr: dict[str, float | None] = field(default_factory=dict)
+    vpt_censored: bool = False
 
 
 def parameter_count(model_file: ModelFile) -> int:
     """Numbers the model file stores (the sizes of all its arrays)."""
     return int(sum(np.size(a) for a in model_file.model.arrays().values()))
+
+
+def dsr_functions() -> dict[str, Callable[[np.ndarray, np.ndarray], float]]:
+    """column -> measure(data, free_run) of the ``DSR_MEASURES`` that ``dynid.metrics.dsr``
+    provides (none when that module is absent)."""
+    try:
+        module = importlib.import_module("dynid.metrics.dsr")
+    except ImportError:
+        return {}
+    return {column: getattr(module, name) for column, name in DSR_MEASURES
+            if callable(getattr(module, name, None))}
+
+
+def dsr_scores(model_file: ModelFile, data: Dataset) -> dict[str, float | None]:
+    """Each available DSR measure of the last trial of ``data`` against a long free run of
+    the model (None where the run diverged); else the value the model file's fit metrics
+    record under the measure's name in lower case (``d_stsp``, ``d_h``), when there is one."""
+    functions = dsr_functions()
+    scores: dict[str, float | None] = {}
+    recorded = model_file.metadata.get("metrics") or {}
+    for column, _ in DSR_MEASURES:
+        if isinstance(recorded.get(column.lower()), (int, float)):
+            scores[column] = float(recorded[column.lower()])
+    if functions:
+        trial = data.trials[-1]
+        run = free_run(model_file.model, trial)
+        finite = bool(np.all(np.isfinite(run)))
+        for column, measure in functions.items():
+            scores[column] = float(measure(trial.x, run)) if finite else None
+    return scores
 
 
 def score_model(
@@ -75,7 +115,16 @@ def score_model(
         parameters=parameter_count(model_file),
         held_out=SEEN[seen_in_fitting(meta, data)],
         forecast=result,
+        dsr=dsr_scores(model_file, data),
+        # Never above the threshold in the window: the VPT is at least the window.
+        vpt_censored=vpt is not None and bool(np.all(
+            normalised_error(result.predicted, result.actual, scale) <= VPT_THRESHOLD)),
     )
+
+
+def _vpt_cell(score: ModelScore) -> float | str | None:
+    """The VPT, or ">= VPT" when the forecast held over the whole window (censored)."""
+    return f"\u2265 {fmt(score.vpt)}" if score.vpt_censored else score.vpt
 
 
 def comparison_section(
@@ -99,18 +148,24 @@ def comparison_section(
             problems.append(f"{path}: {outcome}")
         else:
             scores.append(outcome)
+    dsr_columns = [column for column, _ in DSR_MEASURES if any(column in s.dsr for s in scores)]
     rows = [
-        (s.path, s.backend, s.one_step, s.multi_step, s.vpt, s.fit_seconds, s.parameters, s.held_out)
+        (s.path, s.backend, s.one_step, s.multi_step, _vpt_cell(s), *(s.dsr.get(c) for c in dsr_columns),
+         s.fit_seconds, s.parameters, s.held_out)
         for s in scores
     ]
+    header = [*HEADER[:5], *dsr_columns, *HEADER[5:]]
     parts = [
         note(
             f"Each model on the last trial of {data.source}: one-step NRMSE over its last "
             f"{MAX_RESIDUALS} samples (at most), multi-step NRMSE and valid prediction time (error "
             "above 0.4 of the standard deviation) of one free forecast of the held-out window. "
             "Errors are normalised by each variable's standard deviation in that trial."
+            + (" D_stsp (state-space divergence) and D_H (Hellinger distance of power spectra) "
+               "compare the trial with a long free run of the model; lower is better."
+               if dsr_columns else "")
         ),
-        table(rows, header=HEADER) if rows else note("No model could be scored on these data."),
+        table(rows, header=header) if rows else note("No model could be scored on these data."),
         "".join(note(p) for p in problems),
     ]
     first = scores[0].forecast if scores else None

@@ -24,16 +24,37 @@ MAX_RESIDUALS = 400
 MAX_LAG = 40
 
 
-def _runnable(ctx: ModelContext) -> bool:
+def runnable(ctx: ModelContext) -> bool:
     """Data were given and the model can run on them."""
     return ctx.data is not None and not data_mismatch(ctx.model, ctx.data)
 
 
-def _last_trial(ctx: ModelContext) -> tuple[Dataset, Trial]:
+def last_trial(ctx: ModelContext) -> tuple[Dataset, Trial]:
     data = ctx.data
-    if data is None:  # not reached: ``_runnable`` asks for data; narrows the type
+    if data is None:  # not reached: ``runnable`` asks for data; narrows the type
         raise ValueError("no data")
     return data, data.trials[-1]
+
+
+def free_run(model: Backend, trial: Trial) -> np.ndarray:
+    """(steps, d) free run of ``model`` from the first ``history_length`` samples of ``trial``
+    (which must be longer): at least ``MIN_FREE_RUN`` steps, so that its attractor (or its drift
+    away) shows; a driven model runs only as far as the trial's inputs go."""
+    need = model.history_length
+    if model.inputs_:
+        steps = trial.n_samples - need
+        run = model.simulate(trial.slice(0, need), steps, trial.u[need:] if trial.u is not None else None)
+    else:
+        run = model.simulate(trial.slice(0, need), max(MIN_FREE_RUN, trial.n_samples - need), None)
+    return np.asarray(run, dtype=float)
+
+
+def shared_free_run(ctx: ModelContext) -> np.ndarray:
+    """``free_run`` of the model from the data's last trial, computed once per model section
+    (the phase portrait, the equations' free run and the spectra share it)."""
+    if "free_run" not in ctx.shared:
+        ctx.shared["free_run"] = free_run(ctx.model, last_trial(ctx)[1])
+    return ctx.shared["free_run"]
 
 
 def portrait_pairs(x: np.ndarray) -> list[tuple[int, int]]:
@@ -50,22 +71,16 @@ def portrait_pairs(x: np.ndarray) -> list[tuple[int, int]]:
 
 @model_part(
     "Phase portrait",
-    applies=lambda ctx: _runnable(ctx) and ctx.model.n_variables >= 2,
+    applies=lambda ctx: runnable(ctx) and ctx.model.n_variables >= 2,
 )
 def _phase_portrait(ctx: ModelContext) -> str | None:
-    data, trial = _last_trial(ctx)
+    data, trial = last_trial(ctx)
     model = ctx.model
     need = model.history_length
     if trial.n_samples <= need:
         return None
-    if model.inputs_:
-        # A driven model runs only as far as the data's inputs go.
-        steps = trial.n_samples - need
-        run = model.simulate(trial.slice(0, need), steps, trial.u[need:] if trial.u is not None else None)
-    else:
-        steps = max(MIN_FREE_RUN, trial.n_samples - need)
-        run = model.simulate(trial.slice(0, need), steps, None)
-    run = np.asarray(run, dtype=float)
+    run = shared_free_run(ctx)
+    steps = run.shape[0]
     scale = float(np.nanmax(np.abs(trial.x))) if np.isfinite(trial.x).any() else 1.0
     escaped = bool(np.any(~np.isfinite(run)) or np.nanmax(np.abs(run)) > 100 * max(scale, 1e-300))
     shown = np.where(np.abs(run) <= 100 * max(scale, 1e-300), run, np.nan)
@@ -127,9 +142,9 @@ def autocorrelation(r: np.ndarray, max_lag: int) -> np.ndarray:
     return out
 
 
-@model_part("Residuals", applies=_runnable)
+@model_part("Residuals", applies=runnable)
 def _residuals(ctx: ModelContext) -> str | None:
-    data, trial = _last_trial(ctx)
+    data, trial = last_trial(ctx)
     model = ctx.model
     if trial.n_samples <= model.history_length + 2:
         return None
@@ -158,5 +173,34 @@ def _residuals(ctx: ModelContext) -> str | None:
         f"The last {m} samples of the last trial of {data.source}, each predicted one step from "
         "the samples before it. Residuals of a good model look like white noise: autocorrelation "
         "inside the dashed band at every lag but 0."
+    )
+    return "<div>" + "".join(figures) + "</div>" + note(caption)
+
+
+@model_part("Free run of the equations", applies=lambda ctx: runnable(ctx) and bool(ctx.model.equation_lines()))
+def _equation_free_run(ctx: ModelContext) -> str | None:
+    """Each variable of the last trial against the equations integrated from its start: what
+    a reader would check before trusting identified equations."""
+    data, trial = last_trial(ctx)
+    model = ctx.model
+    need = model.history_length
+    if trial.n_samples <= need:
+        return None
+    run = shared_free_run(ctx)[: trial.n_samples - need]
+    t = trial.t[need - 1 :]
+    time_label = data.time_column or "t"
+    figures = [
+        figure(line_plot(
+            [Series("data", trial.t, trial.x[:, j]),
+             # from the last sample of history, so that the run joins the data
+             Series("equations", t, np.r_[trial.x[need - 1, j], run[:, j]], dashed=True)],
+            title=name, xlabel=time_label, width=420, height=220))
+        for j, name in enumerate(model.variables_)
+    ]
+    caption = (
+        f"The last trial of {data.source} and the equations run freely from its first {need} "
+        f"sample(s) for its whole length ({run.shape[0]} steps)"
+        + (", driven by the data's inputs." if model.inputs_ else ".")
+        + " Chaotic systems part ways after a few Lyapunov times even with exact equations."
     )
     return "<div>" + "".join(figures) + "</div>" + note(caption)

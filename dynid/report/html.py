@@ -3,7 +3,6 @@
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterable, Sequence
 from typing import Any
 
@@ -14,7 +13,6 @@ from dynid.report.svg import esc, fmt
 
 # Longer listings are cut, saying how many rows were left out.
 MAX_ROWS = 500
-MAX_JSON_CHARS = 20_000
 
 
 # -- tables and text -----------------------------------------------------------------------------
@@ -75,13 +73,6 @@ def cut(rows: list[Any], what: str) -> tuple[list[Any], str]:
     if len(rows) <= MAX_ROWS:
         return rows, ""
     return rows[:MAX_ROWS], note(f"Showing the first {MAX_ROWS} of {len(rows)} {what}.")
-
-
-def json_text(value: Any) -> str:
-    text = json.dumps(value, indent=2, ensure_ascii=False, default=str)
-    if len(text) > MAX_JSON_CHARS:
-        text = text[:MAX_JSON_CHARS] + f"\n\u2026 ({len(text) - MAX_JSON_CHARS} more characters)"
-    return text
 
 
 def flatten(value: Any, prefix: str = "") -> list[tuple[str, Any]]:

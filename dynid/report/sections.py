@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -24,24 +24,28 @@ from dynid.errors import DynidError
 from dynid.modelfile import ModelFile
 from dynid.models.base import Backend
 from dynid.report.html import (
-    cut, error, figure, fingerprint_cell, flatten, h3, hyperparameter_cell, json_text,
-    names, note, pre, table,
+    cut, error, figure, fingerprint_cell, flatten, h3, hyperparameter_cell, names, note, pre,
+    table,
 )
 from dynid.report.svg import Series, eigenvalue_plot, esc, fmt, heatmap, line_plot
+from dynid.report.symbolic import equation_document, symbolic_body, without_equations
 from dynid.report.template import Section
+from dynid.training.loop import TRAINING_CURVE
 
 # -- the registries ------------------------------------------------------------------------------
 @dataclass(frozen=True)
 class ModelContext:
     """What a model part may draw on: the model, its file's metadata, the ``--data`` and the
-    ``--test`` data (each or None) and the requested forecast horizon in samples (None: the
-    default)."""
+    ``--test`` data (each or None), the requested forecast horizon in samples (None: the
+    default) and ``shared`` results that parts compute once for the others."""
 
     model: Backend
     meta: dict[str, Any]
     data: Dataset | None
     horizon: int | None
     test: Dataset | None = None
+    # What several parts draw on and is costly to compute (a long free run), by name.
+    shared: dict[str, Any] = field(default_factory=dict, compare=False)
 
     @property
     def held_out(self) -> Dataset | None:
@@ -138,7 +142,12 @@ def _metadata(ctx: ModelContext) -> str:
 
 @model_part("Fit metrics")
 def _fit_metrics(ctx: ModelContext) -> str:
-    metrics = flatten(ctx.meta.get("metrics", ctx.model.metrics_))
+    # The training curve has its own figure (``fitting``), an equation model's per-equation
+    # metrics theirs (``_equations``), not rows of elided structures.
+    recorded = ctx.meta.get("metrics", ctx.model.metrics_) or {}
+    if equation_document(ctx.model) is not None:
+        recorded = without_equations(recorded)
+    metrics = flatten({k: v for k, v in recorded.items() if k != TRAINING_CURVE})
     return table(metrics, row_headers=True) if metrics else note("No fit metrics recorded.")
 
 
@@ -163,6 +172,9 @@ def _metadata_rows(model: Backend, meta: dict[str, Any]) -> list[tuple[str, Any]
 
 @model_part("Equations", applies=lambda ctx: bool(ctx.model.equation_lines()))
 def _equations(ctx: ModelContext) -> str | None:
+    doc = equation_document(ctx.model)
+    if doc is not None:  # typeset, with intervals and the Pareto front
+        return symbolic_body(doc, with_metrics=False)
     lines = ctx.model.equation_lines()
     return None if not lines else pre("\n".join(lines))
 
@@ -305,37 +317,13 @@ def _causal(doc: dict[str, Any]) -> str:
     )
 
 
-def _derivative(name: str) -> str:
-    return f"d{name}/dt" if name.isidentifier() else f"d({name})/dt"
-
-
 @result_renderer(documents.SYMBOLIC, "Symbolic regression")
 def _symbolic(doc: dict[str, Any]) -> str:
-    equations = list(doc["equations"])
-    symbols = {k: v for k, v in (doc.get("symbols") or {}).items() if k != v}
     info = [("variables", names(doc.get("variables", []))), ("inputs", names(doc.get("inputs", [])))]
-    if symbols:
-        info.append(("symbols", ", ".join(f"{k} = {v}" for k, v in symbols.items())))
-    text = "\n".join(f"{_derivative(str(eq['lhs']))} = {eq['rhs']}" for eq in equations)
-    terms = [(eq["lhs"], term) for eq in equations for term in eq.get("terms", [])]
-    # Columns: term and coefficient first, then whatever else terms carry (inclusion
-    # probabilities, intervals, ...) in order of first appearance.
-    extra: list[str] = []
-    for _, term in terms:
-        extra.extend(k for k in term if k not in ("term", "coefficient", *extra))
-    rows, cut_note = cut(
-        [(lhs, term.get("term"), term.get("coefficient"), *(term.get(k) for k in extra))
-         for lhs, term in terms],
-        "terms",
-    )
-    parts = [table(info, row_headers=True), h3("Equations"), pre(text)]
-    if rows:
-        parts += [h3("Terms"), table(rows, header=["equation", "term", "coefficient", *extra]), cut_note]
-    metrics = flatten(doc.get("metrics"))
-    if metrics:
-        parts += [h3("Metrics"), table(metrics, row_headers=True)]
-    parts.append(_others(doc, ("kind", "variables", "inputs", "symbols", "equations", "metrics")))
-    return "".join(parts)
+    if doc.get("discrete"):
+        info.append(("time", "discrete (a map x[k+1] = f(x[k]))"))
+    known = ("kind", "variables", "inputs", "symbols", "discrete", "equations", "metrics")
+    return table(info, row_headers=True) + h3("Equations") + symbolic_body(doc) + _others(doc, known)
 
 
 @result_renderer(documents.SCORE, "Forecast score")
@@ -363,13 +351,7 @@ def _summary(doc: dict[str, Any]) -> str:
 
 @result_renderer("generic", "Result")
 def _generic(doc: Any) -> str:
-    if isinstance(doc, dict) and doc:
-        rows = [
-            (key, value if _is_scalar(value) else pre(json_text(value))) for key, value in doc.items()
-        ]
-        return table(rows, row_headers=True)
-    return pre(json_text(doc))
-
-
-def _is_scalar(value: Any) -> bool:
-    return value is None or isinstance(value, (str, int, float, bool))
+    """Any document as a table of its leaves (dotted keys; lists shown compactly), never as a
+    raw dump."""
+    rows = flatten(doc) if isinstance(doc, dict) else [("value", doc)]
+    return table(rows, row_headers=True) if rows else note("Empty.")

@@ -108,19 +108,24 @@ def tick_labels(ticks: list[float]) -> list[str]:
     if step == 0 or largest == 0:
         return [fmt(t) for t in ticks]
     digits = math.floor(math.log10(largest)) - math.floor(math.log10(step)) + 2
+    # At least every digit before the point: 300 reads 300, not 3e+02.
+    digits = max(digits, math.floor(math.log10(largest)) + 1)
     return [fmt(t, min(max(digits, 1), 15)) for t in ticks]
 
 
 # -- shared drawing ------------------------------------------------------------------------------
 @dataclass(frozen=True)
 class Series:
-    """One line of a line plot: ``x`` (n,) and ``y`` (n,); non-finite points break the line."""
+    """One line of a line plot: ``x`` (n,) and ``y`` (n,); non-finite points break the line.
+    ``marker``: the radius (pixels) of a dot drawn at every finite point (0: none), for short
+    series whose points matter (a Pareto front)."""
 
     label: str
     x: np.ndarray
     y: np.ndarray
     dashed: bool = False
     color: str | None = None
+    marker: float = 0.0
 
 
 def _n(value: float) -> str:
@@ -143,10 +148,10 @@ def _rotated(angle: int, x: float, y: float) -> str:
     return f' transform="rotate({angle} {_n(x)} {_n(y)})"'
 
 
-def _svg(width: float, height: float, label: str, body: list[str]) -> str:
+def _svg(width: float, height: float, label: str, body: list[str], extra: str = "") -> str:
     return (
         f'<svg xmlns="{SVG_NS}" width="{_n(width)}" height="{_n(height)}" '
-        f'viewBox="0 0 {_n(width)} {_n(height)}" role="img" aria-label="{esc(label)}" '
+        f'viewBox="0 0 {_n(width)} {_n(height)}" role="img" aria-label="{esc(label)}"{extra} '
         f'font-family="sans-serif" font-size="{FONT_PX}" fill="currentColor">'
         f"<title>{esc(label)}</title>" + "".join(body) + "</svg>"
     )
@@ -252,7 +257,15 @@ class _Frame:
         # Axis ranges come from nice ticks covering every finite value, so no clipping is needed.
         parts.extend(body)
         label = self.title or "figure"
-        return _svg(self.width, self.height, label, parts)
+        return _svg(self.width, self.height, label, parts, f' data-frame="{self.frame_attribute()}"')
+
+    def frame_attribute(self) -> str:
+        """The pixel-to-data mapping for the --interactive script's read-out: plot area x0 x1
+        (pixels) with the x range at its ends, then y0 y1 (pixels, bottom and top) with the y
+        range at its ends."""
+        x = (self.x0, self.x1, self.xticks[0], self.xticks[-1])
+        y = (self.y0, self.y1, self.yticks[0], self.yticks[-1])
+        return " ".join(f"{v:.10g}" for v in (*x, *y))
 
 
 def _finite_range(arrays: Sequence[np.ndarray]) -> tuple[float, float]:
@@ -273,9 +286,12 @@ def line_plot(
     width: float = 640,
     height: float = 260,
     vlines: Sequence[float] = (),
+    spans: Sequence[tuple[float, float, str, str]] = (),
 ) -> str:
     """Lines of ``series`` on shared axes with nice ticks and a legend; ``vlines`` are x
-    positions of dotted vertical markers (e.g. where a forecast starts). NaN/inf are gaps."""
+    positions of dotted vertical markers (e.g. where a forecast starts); ``spans`` are
+    (x_from, x_to, colour, tooltip) bands shaded behind the lines over the plot's height
+    (e.g. regimes). NaN/inf are gaps."""
     xs = [np.asarray(s.x, dtype=float) for s in series]
     ys = [np.asarray(s.y, dtype=float) for s in series]
     colors = [s.color or PALETTE[i % len(PALETTE)] for i, s in enumerate(series)]
@@ -294,6 +310,11 @@ def line_plot(
         ],
     )
     body = [
+        f'<rect x="{_n(frame.x(lo))}" y="{_n(frame.y1)}" width="{_n(max(frame.x(hi) - frame.x(lo), 0.5))}" '
+        f'height="{_n(frame.y0 - frame.y1)}" fill="{color}" fill-opacity="0.18"><title>{esc(tip)}</title></rect>'
+        for lo, hi, color, tip in spans
+    ]
+    body += [
         _line(frame.x(v), frame.y1, frame.x(v), frame.y0,
               'stroke="currentColor" stroke-opacity="0.6" stroke-dasharray="2 3"')
         for v in vlines
@@ -301,6 +322,11 @@ def line_plot(
     ]
     for s, x, y, color in zip(series, xs, ys, colors):
         body.extend(_polyline(frame, x, y, color, s.dashed))
+        if s.marker > 0:
+            body.extend(
+                f'<circle cx="{_n(frame.x(xi))}" cy="{_n(frame.y(yi))}" r="{_n(s.marker)}" fill="{color}"/>'
+                for xi, yi in zip(x.tolist(), y.tolist()) if math.isfinite(xi) and math.isfinite(yi)
+            )
     return frame.render(body)
 
 

@@ -19,12 +19,22 @@ def format_text(result: dict[str, Any], precision: int = DEFAULT_PRECISION) -> s
     discrete = result.get("discrete", False)
     lines = []
     for equation in result["equations"]:
-        lhs = f"{equation['lhs']}[k+1]" if discrete else f"d{equation['lhs']}/dt"
-        pieces = [(_text_term(t["term"]), t["coefficient"]) for t in equation["terms"]]
-        lines.append(f"{lhs} = {_join(pieces, number, ' ')}")
+        lines.append(_equation_line(equation, discrete, number))
         lines += _uncertainty_lines(equation["terms"], number)
     lines += _symbol_notes(result, "where {symbol} = {name}")
     return "\n".join(lines) + "\n"
+
+
+def equation_text(equation: dict[str, Any], discrete: bool,
+                  precision: int = DEFAULT_PRECISION) -> str:
+    """One equation of a result as one plain line: "dx/dt = -10 x + 10 y" or "x[k+1] = ..."."""
+    return _equation_line(equation, discrete, partial(_number_text, precision=_checked(precision)))
+
+
+def _equation_line(equation: dict[str, Any], discrete: bool, number: Any) -> str:
+    lhs = f"{equation['lhs']}[k+1]" if discrete else f"d{equation['lhs']}/dt"
+    pieces = [(_text_term(t["term"]), t["coefficient"]) for t in equation["terms"]]
+    return f"{lhs} = {_join(pieces, number, ' ')}"
 
 
 def _checked(precision: int) -> int:

@@ -25,6 +25,9 @@ class SystemSpec:
 
     ``dt`` and ``n`` are the default sampling interval (in the system's own time units; 1 for maps)
     and number of samples; ``x0`` the default initial state, one value per entry of ``variables``.
+    ``lyapunov``: the Lyapunov spectrum at the default parameters (1/time units, largest
+    first; empty where none is catalogued); ``reference`` names its source (a publication, or
+    says it was computed here).
     """
 
     name: str
@@ -37,6 +40,7 @@ class SystemSpec:
     x0: tuple[float, ...]
     kind: str
     reference: str
+    lyapunov: tuple[float, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -124,6 +128,7 @@ def define(
     trajectory: Trajectory,
     inputs: tuple[str, ...] = (),
     check: Callable[[Params], None] | None = None,
+    lyapunov: tuple[float, ...] = (),
 ) -> Implementation:
     """Build an Implementation; ``variables`` and ``x0`` may be functions of the parameters, and
     the spec then lists their values at the defaults."""
@@ -138,6 +143,7 @@ def define(
         x0=tuple(float(v) for v in (x0(params) if callable(x0) else x0)),
         kind=kind,
         reference=reference,
+        lyapunov=lyapunov,
     )
     return Implementation(
         spec,

@@ -80,6 +80,41 @@ def _rossler(p: Params) -> Field:
     return f
 
 
+def _chen(p: Params) -> Field:
+    a, b, c = p["a"], p["b"], p["c"]
+
+    def f(t, x, u=None):
+        return np.array([a * (x[1] - x[0]), (c - a) * x[0] - x[0] * x[2] + c * x[1],
+                         x[0] * x[1] - b * x[2]])
+
+    return f
+
+
+def _sprott_b(p: Params) -> Field:
+    def f(t, x, u=None):
+        return np.array([x[1] * x[2], x[0] - x[1], 1.0 - x[0] * x[1]])
+
+    return f
+
+
+def _sprott_c(p: Params) -> Field:
+    def f(t, x, u=None):
+        return np.array([x[1] * x[2], x[0] - x[1], 1.0 - x[0] ** 2])
+
+    return f
+
+
+def _chua(p: Params) -> Field:
+    alpha, beta, m0, m1 = p["alpha"], p["beta"], p["m0"], p["m1"]
+
+    def f(t, x, u=None):
+        # Chua's diode: slope m0 inside |x| < 1, m1 outside, continuous at the breakpoints.
+        diode = m1 * x[0] + 0.5 * (m0 - m1) * (np.abs(x[0] + 1.0) - np.abs(x[0] - 1.0))
+        return np.array([alpha * (x[1] - x[0] - diode), x[0] - x[1] + x[2], -beta * x[1]])
+
+    return f
+
+
 def _vanderpol(p: Params) -> Field:
     mu = p["mu"]
 
@@ -198,24 +233,79 @@ ODE_SYSTEMS = (
     _ode(
         name="lorenz",
         description="Lorenz 1963 chaotic convection model (3 states)",
-        reference="Lorenz (1963), J. Atmos. Sci. 20:130; the classic chaotic parameters",
+        reference="Lorenz (1963), J. Atmos. Sci. 20:130; the classic chaotic parameters; "
+                  "Lyapunov exponents from Sprott, Chaos and Time-Series Analysis (2003)",
         params={"sigma": 10.0, "rho": 28.0, "beta": 8.0 / 3.0},
         dt=0.01,
         n=5000,
         variables=("x", "y", "z"),
         x0=(-8.0, 8.0, 27.0),
         field=_lorenz,
+        lyapunov=(0.9056, 0.0, -14.5723),
     ),
     _ode(
         name="rossler",
         description="Rössler chaotic attractor (3 states)",
-        reference="Rössler (1976), Phys. Lett. A 57:397; c=5.7 is the standard chaotic case",
+        reference="Rössler (1976), Phys. Lett. A 57:397; c=5.7 is the standard chaotic case; "
+                  "Lyapunov exponents from Sprott, Chaos and Time-Series Analysis (2003)",
         params={"a": 0.2, "b": 0.2, "c": 5.7},
         dt=0.02,
         n=5000,
         variables=("x", "y", "z"),
         x0=(1.0, 1.0, 1.0),
         field=_rossler,
+        lyapunov=(0.0714, 0.0, -5.3943),
+    ),
+    _ode(
+        name="chen",
+        description="Chen 1999 chaotic attractor, a dual of Lorenz's (3 states)",
+        reference="Chen & Ueta (1999), Int. J. Bifurc. Chaos 9:1465; Lyapunov exponents from "
+                  "Sprott, Chaos and Time-Series Analysis (2003)",
+        params={"a": 35.0, "b": 3.0, "c": 28.0},
+        dt=0.005,
+        n=5000,
+        variables=("x", "y", "z"),
+        x0=(-10.0, 0.0, 37.0),
+        field=_chen,
+        lyapunov=(2.0272, 0.0, -12.0272),
+    ),
+    _ode(
+        name="sprott-b",
+        description="Sprott case B x'=yz, y'=x-y, z'=1-xy: a chaotic flow with 5 terms",
+        reference="Sprott (1994), Phys. Rev. E 50:R647, case B, with its Lyapunov exponents",
+        params={},
+        dt=0.05,
+        n=5000,
+        variables=("x", "y", "z"),
+        x0=(0.05, 0.05, 0.05),
+        field=_sprott_b,
+        lyapunov=(0.2101, 0.0, -1.2101),
+    ),
+    _ode(
+        name="sprott-c",
+        description="Sprott case C x'=yz, y'=x-y, z'=1-x^2: a chaotic flow with 5 terms",
+        reference="Sprott (1994), Phys. Rev. E 50:R647, case C, with its Lyapunov exponents",
+        params={},
+        dt=0.05,
+        n=5000,
+        variables=("x", "y", "z"),
+        x0=(0.05, 0.05, 0.05),
+        field=_sprott_c,
+        lyapunov=(0.1633, 0.0, -1.1633),
+    ),
+    _ode(
+        name="double-scroll",
+        description="Chua's circuit, dimensionless: the double-scroll attractor (3 states)",
+        reference="Chua, Komuro & Matsumoto (1986), IEEE Trans. Circuits Syst. 33:1072; "
+                  "Lyapunov exponents computed here (QR method, 4 orbits of 2000 time units, "
+                  "standard error 0.01), not taken from a publication",
+        params={"alpha": 15.6, "beta": 28.0, "m0": -8.0 / 7.0, "m1": -5.0 / 7.0},
+        dt=0.01,
+        n=5000,
+        variables=("x", "y", "z"),
+        x0=(0.7, 0.0, 0.0),
+        field=_chua,
+        lyapunov=(0.431, 0.0, -4.235),
     ),
     _ode(
         name="vanderpol",

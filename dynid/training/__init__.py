@@ -8,6 +8,7 @@ named arrays); ``train`` runs it. Devices, torch threads and the progress displa
 """
 
 from dynid.training.loop import (
+    TRAINING_CURVE,
     Trainable,
     TrainingConfig,
     TrainingOptions,
@@ -25,6 +26,7 @@ from dynid.training.weights import (
 )
 
 __all__ = [
+    "TRAINING_CURVE",
     "Trainable",
     "TrainingConfig",
     "TrainingOptions",

@@ -135,17 +135,43 @@ class TrainingConfig:
     stage: str = "training"
 
 
+# Key of the per-epoch loss history in a model's fit metrics (``TrainingResult.curve``); the
+# report draws its training curve from it.
+TRAINING_CURVE = "training_curve"
+# A longer history is thinned to about this many epochs in the fit metrics.
+MAX_CURVE_POINTS = 400
+
+
 @dataclass(frozen=True)
 class TrainingResult:
     """epochs: completed; best_epoch and best_validation_loss (None without validation);
     stopped: ``converged``, ``patience``, ``max_time`` or ``max_epochs``; resumed_from: the
-    epoch a checkpoint was resumed at (None: started fresh)."""
+    epoch a checkpoint was resumed at (None: started fresh); losses and validation_losses: one
+    per epoch, 1 to ``epochs`` (validation None where the strategy has none)."""
 
     epochs: int
     best_epoch: int | None
     best_validation_loss: float | None
     stopped: str
     resumed_from: int | None = None
+    losses: tuple[float, ...] = ()
+    validation_losses: tuple[float | None, ...] = ()
+
+    def curve(self, max_points: int = MAX_CURVE_POINTS) -> dict[str, list]:
+        """The loss history for a model's fit metrics (under ``TRAINING_CURVE``): ``epoch``,
+        ``loss`` and, with validation, ``validation_loss`` lists of equal length. Longer
+        histories keep about ``max_points`` evenly spaced epochs plus the first, the last and
+        the best, so the file stays small and the curve's shape is kept."""
+        n = len(self.losses)
+        keep = set(np.unique(np.linspace(0, n - 1, min(n, max_points)).round().astype(int)).tolist())
+        if self.best_epoch is not None and 1 <= self.best_epoch <= n:
+            keep.add(self.best_epoch - 1)
+        index = sorted(keep) if n else []
+        curve: dict[str, list] = {"epoch": [i + 1 for i in index],
+                                  "loss": [self.losses[i] for i in index]}
+        if any(v is not None for v in self.validation_losses):
+            curve["validation_loss"] = [self.validation_losses[i] for i in index]
+        return curve
 
 
 @dataclass
@@ -156,11 +182,14 @@ class _Counters:
     since_best: int = 0
     best: dict[str, np.ndarray] | None = None
     stopped: str | None = None
+    losses: list[float] = field(default_factory=list)
+    validation_losses: list[float | None] = field(default_factory=list)
 
     def meta(self) -> dict[str, object]:
         return {"epoch": self.epoch, "best_epoch": self.best_epoch,
                 "best_loss": None if math.isinf(self.best_loss) else self.best_loss,
-                "since_best": self.since_best, "stopped": self.stopped}
+                "since_best": self.since_best, "stopped": self.stopped,
+                "losses": self.losses, "validation_losses": self.validation_losses}
 
 
 def train(strategy: Trainable, config: TrainingConfig,
@@ -202,6 +231,10 @@ def train(strategy: Trainable, config: TrainingConfig,
         if not math.isfinite(step.loss):
             raise ComputationError(f"{config.stage}: training diverged at epoch {counters.epoch}")
         validation = strategy.validation_loss()
+        counters.losses.append(float(step.loss))
+        # A non-finite validation loss cannot go into a checkpoint's JSON; it is no best either.
+        counters.validation_losses.append(
+            float(validation) if validation is not None and math.isfinite(validation) else None)
         if validation is not None:
             if validation < counters.best_loss - config.min_delta:
                 counters.best_loss, counters.best_epoch, counters.since_best = (
@@ -284,7 +317,9 @@ def _restore(stored: checkpoint.Checkpoint, strategy: Trainable,
     stopped = None if meta["stopped"] == "max_time" else meta["stopped"]
     counters = _Counters(epoch=int(meta["epoch"]), best_epoch=meta["best_epoch"],
                          best_loss=math.inf if best_loss is None else float(best_loss),
-                         since_best=int(meta["since_best"]), best=stored.best, stopped=stopped)
+                         since_best=int(meta["since_best"]), best=stored.best, stopped=stopped,
+                         losses=list(meta.get("losses", [])),
+                         validation_losses=list(meta.get("validation_losses", [])))
     if counters.stopped is not None and counters.best is not None:
         strategy.load_state_arrays(counters.best)
     return counters
@@ -294,4 +329,5 @@ def _result(counters: _Counters, resumed_from: int | None) -> TrainingResult:
     assert counters.stopped is not None
     return TrainingResult(counters.epoch, counters.best_epoch,
                           None if math.isinf(counters.best_loss) else counters.best_loss,
-                          counters.stopped, resumed_from)
+                          counters.stopped, resumed_from, tuple(counters.losses),
+                          tuple(counters.validation_losses))

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from dynid.models.latent.markov import Emission, contiguous
+from dynid.models.latent.markov import Emission, contiguous, row_sums
 
 # Covariance floor relative to the data's mean variance (see the module docstring).
 FLOOR = 1e-6
@@ -33,22 +33,23 @@ def covariance_floor(trials: list[np.ndarray]) -> float:
 def gaussian_log_density(residuals: np.ndarray, covs: np.ndarray) -> np.ndarray:
     """log N(r; 0, Sigma_k) of residuals (K, steps, d) under covariances (K, d, d): (steps, K)."""
     k, steps, d = residuals.shape
-    out = np.empty((steps, k))
+    factors = np.linalg.cholesky(covs)
+    # The small (d, d) inverses of the factors, then one matmul per state: scipy's triangular
+    # solve on (d, steps) costs milliseconds per call in LAPACK overhead, and this runs per EM step.
+    inverses = np.linalg.inv(factors)
+    squares = np.empty((k, steps))
     for state in range(k):
-        factor = np.linalg.cholesky(covs[state])
-        # The small (d, d) inverse of the factor, then one matmul: scipy's triangular solve on
-        # (d, steps) costs milliseconds per call in LAPACK overhead, and this runs per EM step.
-        whitened = residuals[state] @ np.linalg.inv(factor).T
-        log_det = 2.0 * np.log(np.diag(factor)).sum()
-        out[:, state] = -0.5 * (np.sum(whitened**2, axis=1) + log_det + d * np.log(2 * np.pi))
-    return out
+        whitened = residuals[state] @ inverses[state].T
+        squares[state] = row_sums(whitened * whitened)
+    log_dets = 2.0 * np.log(np.diagonal(factors, axis1=1, axis2=2)).sum(axis=1)
+    return (-0.5 * (squares + (log_dets + d * np.log(2 * np.pi))[:, None])).T
 
 
 def weighted_covariance(residuals: np.ndarray, weights: np.ndarray, floor: float) -> np.ndarray:
     """sum_t w_t r_t r_t^T / sum_t w_t + floor I for residuals (steps, d), weights (steps,)."""
     d = residuals.shape[1]
     total = weights.sum()
-    cov = (residuals * weights[:, None]).T @ residuals / total if total > 0 else np.zeros((d, d))
+    cov = (residuals.T * weights) @ residuals / total if total > 0 else np.zeros((d, d))
     return 0.5 * (cov + cov.T) + floor * np.eye(d)
 
 
@@ -74,10 +75,11 @@ class Gaussian(Emission):
     def from_posteriors(cls, trials: list[np.ndarray], posteriors: list[np.ndarray], floor: float) -> Gaussian:
         """Weighted means and covariances."""
         x, gamma = np.concatenate(trials), np.concatenate(posteriors)
-        weights = gamma.sum(axis=0)
-        pooled = x.mean(axis=0)
-        # A state with no weight at all sits at the pooled mean (it explains nothing either way).
-        means = np.where(weights[:, None] > 0, gamma.T @ x / np.maximum(weights, np.finfo(float).tiny)[:, None], pooled)
+        weights = np.ones(gamma.shape[0]) @ gamma
+        means = gamma.T @ x / np.maximum(weights, np.finfo(float).tiny)[:, None]
+        if not np.all(weights > 0):
+            # A state with no weight at all sits at the pooled mean (it explains nothing either way).
+            means[weights <= 0] = x.mean(axis=0)
         covs = np.stack([weighted_covariance(x - means[k], gamma[:, k], floor) for k in range(gamma.shape[1])])
         return cls(means, covs, floor)
 

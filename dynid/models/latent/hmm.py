@@ -19,7 +19,13 @@ distribution p_0 = p(z_T | x_1..T), propagated as p_h = p_{h-1} T:
   exact when the regime is known (p_0 one-hot and T the identity) and for a single regime.
 ``predictive`` (hmm only): per variable, the quantiles of the exact predictive mixture
 sum_k p_h(k) N(mu_k, Sigma_k) found by bisection on its CDF (no sampling); arhmm refuses.
-NaN cells are refused; partially known states (``--labels``) are not implemented.
+NaN cells are refused.
+
+Partially known states (``--labels``, a partially hidden chain): a labelled row's emission
+density is zero in every other state (``markov.clamp``), in EM and in ``states``, so its
+posterior is its label and the fitted state numbers are the labels' (state k is label k; nothing
+is relabelled). Starts keep the labelled rows' labels, and a k-means start's clusters are first
+renumbered to agree best with them; with labels up to L the model has at least L + 1 states.
 """
 
 from __future__ import annotations
@@ -31,6 +37,7 @@ from typing import Any, ClassVar
 
 import numpy as np
 from scipy.cluster.vq import kmeans2
+from scipy.optimize import linear_sum_assignment
 from scipy.special import ndtr
 
 from dynid.data.dataset import Dataset, Trial
@@ -87,18 +94,31 @@ class _HiddenMarkovBackend(Backend):
     """
 
     Params = MarkovParams
-    capabilities = Capabilities(uniform_steps=True, inputs=False, nan=False, stochastic=True)
+    capabilities = Capabilities(uniform_steps=True, inputs=False, nan=False, stochastic=True, labels=True)
     emission_type: ClassVar[type[Gaussian] | type[Autoregressive]]
 
     # -- fitting -----------------------------------------------------------------------------
     def _fit(self, data: Dataset, *, seed: int | None, device: str, progress: Any) -> None:
+        self._fit_known(data, None, seed)
+
+    def _fit_labelled(
+        self, data: Dataset, labels: list[np.ndarray], *, seed: int | None, device: str, progress: Any
+    ) -> None:
+        self._fit_known(data, labels, seed)
+        self.metrics_["labelled_samples"] = int(sum(np.sum(known >= 0) for known in labels))
+
+    def _fit_known(self, data: Dataset, known: list[np.ndarray] | None, seed: int | None) -> None:
+        """The fit, with per trial the known states (-1 = unknown) or None."""
         params: MarkovParams = self.params  # type: ignore[assignment]
         trials = [trial.x for trial in data.trials]
         if any(x.shape[0] < 2 for x in trials):
             raise DataError(f"{data.source}: every trial needs at least two samples")
         rng = np.random.default_rng(seed)
+        fewest = 1 if known is None else max(int(max(np.max(labels) for labels in known)) + 1, 1)
         if params.states == "auto":
-            candidates = range(1, params.max_states + 1)
+            candidates = range(fewest, max(params.max_states, fewest) + 1)
+        elif int(params.states) < fewest:
+            raise DataError(f"{data.source}: --labels has states up to {fewest - 1}, more than states={params.states} allows")
         else:
             candidates = range(int(params.states), int(params.states) + 1)
         n_rows = sum(x.shape[0] for x in trials)
@@ -106,7 +126,7 @@ class _HiddenMarkovBackend(Backend):
         for k in candidates:
             if k > n_rows // 2:
                 break  # fewer than two samples per state: nothing to fit
-            fits[k] = self._best_of_starts(trials, k, params, rng)
+            fits[k] = self._best_of_starts(trials, known, k, params, rng)
         if not fits:
             raise DataError(f"{data.source}: too few samples for {params.states} states")
         bic = {k: -2 * r.history[-1] + r.model.n_parameters() * np.log(n_rows) for k, r in fits.items()}
@@ -124,18 +144,23 @@ class _HiddenMarkovBackend(Backend):
             converged=result.converged,
         )
 
-    def _best_of_starts(self, trials: list[np.ndarray], k: int, params: MarkovParams, rng: np.random.Generator) -> EMResult:
+    def _best_of_starts(
+        self, trials: list[np.ndarray], known: list[np.ndarray] | None, k: int, params: MarkovParams, rng: np.random.Generator
+    ) -> EMResult:
         """EM from the k-means++ start and ``restarts`` random segmentations, screened by their
         log-likelihood after a few iterations; the best, run to convergence."""
         floor = covariance_floor(trials)
         labelings = [_kmeans_labels(trials, self._features, k, rng)]
         labelings += [_random_segments(trials, k, rng) for _ in range(params.restarts if k > 1 else 0)]
+        if known is not None:
+            labelings = [_keep_known(labels, known, k) for labels in labelings]
         screened = [
             markov.fit_em(
                 _start_from_labels(trials, labels, k, self.emission_type, floor),
                 trials,
                 max_iter=min(SCREENING_ITERATIONS, params.max_iter),
                 tol=params.tol,
+                known=known,
             )
             for labels in labelings
         ]
@@ -143,7 +168,7 @@ class _HiddenMarkovBackend(Backend):
         remaining = params.max_iter - (len(best.history) - 1)
         if best.converged or remaining < 1:
             return best
-        rest = markov.fit_em(best.model, trials, max_iter=remaining, tol=params.tol)
+        rest = markov.fit_em(best.model, trials, max_iter=remaining, tol=params.tol, known=known)
         return EMResult(rest.model, best.history[:-1] + rest.history, rest.converged)
 
     @staticmethod
@@ -152,12 +177,12 @@ class _HiddenMarkovBackend(Backend):
         """What k-means clusters for the first start, of one trial x (steps, d): (steps, f)."""
 
     # -- inference ---------------------------------------------------------------------------
-    def states(self, data: Dataset) -> LatentStates:
-        """Per sample: the Viterbi state and the smoothed state probabilities."""
+    def states(self, data: Dataset, labels: list[np.ndarray] | None = None) -> LatentStates:
+        """Per sample: the Viterbi state and the smoothed state probabilities; with labels,
+        the known states are kept (see the module docstring)."""
         self._check_fitted()
         paths, probabilities = [], []
-        for trial in data.trials:
-            log_b = self.model_.emission.log_density(trial.x)
+        for log_b in markov.trial_densities(self.model_, [trial.x for trial in data.trials], labels):
             paths.append(markov.viterbi(self.model_, log_b))
             probabilities.append(markov.forward_backward(self.model_, log_b).probabilities)
         n = sum(trial.n_samples for trial in data.trials)
@@ -173,12 +198,7 @@ class _HiddenMarkovBackend(Backend):
 
     def _state_forecast(self, history: Trial, steps: int) -> np.ndarray:
         """p(z_{T+h} | history) for h = 1..steps: (steps, K)."""
-        current = markov.filtered_last(self.model_, history.x)
-        out = np.empty((steps, self.model_.n_states))
-        for h in range(steps):
-            current = current @ self.model_.transition
-            out[h] = current
-        return out
+        return self.model_.forecast(markov.filtered_last(self.model_, history.x), steps)
 
     # -- arrays ------------------------------------------------------------------------------
     def arrays(self) -> dict[str, np.ndarray]:
@@ -265,13 +285,7 @@ class ARHMM(_HiddenMarkovBackend):
     def _simulate(self, history: Trial, steps: int, future_inputs: np.ndarray | None) -> np.ndarray:
         """m_h = sum_k p_h(k) (A_k m_{h-1} + b_k) from the last sample (see the module docstring)."""
         emission: Autoregressive = self.model_.emission  # type: ignore[assignment]
-        weights = self._state_forecast(history, steps)
-        out = np.empty((steps, self.n_variables))
-        current = history.x[-1]
-        for h in range(steps):
-            current = weights[h] @ emission.step(current[None, :])[:, 0, :]
-            out[h] = current
-        return out
+        return mixture_rollout(emission, self._state_forecast(history, steps), history.x[-1])
 
     def _emission_arrays(self) -> dict[str, np.ndarray]:
         emission: Autoregressive = self.model_.emission  # type: ignore[assignment]
@@ -291,6 +305,18 @@ class ARHMM(_HiddenMarkovBackend):
         )
 
 
+def mixture_rollout(emission: Autoregressive, weights: np.ndarray, start: np.ndarray) -> np.ndarray:
+    """m_h = sum_k weights[h-1, k] (A_k m_{h-1} + b_k) from m_0 = start (d,), for regime
+    probabilities weights (steps, K): (steps, d), the predictive-mean approximation of the
+    module docstring."""
+    out = np.empty((weights.shape[0], start.shape[0]))
+    current = start
+    for h in range(weights.shape[0]):
+        current = weights[h] @ emission.step(current[None, :])[:, 0, :]
+        out[h] = current
+    return out
+
+
 def _kmeans_labels(
     trials: list[np.ndarray], features: Callable[[np.ndarray], np.ndarray], k: int, rng: np.random.Generator
 ) -> list[np.ndarray]:
@@ -300,6 +326,19 @@ def _kmeans_labels(
     scaled = (pooled - pooled.mean(axis=0)) / np.where(spread > 0, spread, 1.0)
     _, labels = kmeans2(scaled, k, minit="++", seed=rng)
     return np.split(labels, np.cumsum([x.shape[0] for x in trials])[:-1])
+
+
+def _keep_known(labels: list[np.ndarray], known: list[np.ndarray], k: int) -> list[np.ndarray]:
+    """A start's labels renumbered to agree best with the known states (Hungarian matching on
+    the labelled rows), then the known states put in."""
+    found, given = np.concatenate(labels), np.concatenate(known)
+    rows = given >= 0
+    agreement = np.zeros((k, k))
+    np.add.at(agreement, (found[rows], given[rows]), 1.0)
+    ours, theirs = linear_sum_assignment(-agreement)
+    renumber = np.empty(k, dtype=np.intp)
+    renumber[ours] = theirs
+    return [np.where(mine >= 0, mine, renumber[lab]) for lab, mine in zip(labels, known)]
 
 
 def _random_segments(trials: list[np.ndarray], k: int, rng: np.random.Generator) -> list[np.ndarray]:

@@ -30,7 +30,14 @@ import numpy as np
 from dynid.data.dataset import Dataset, Trial
 from dynid.errors import DataError
 from dynid.metrics.forecast import VPT_THRESHOLD
-from dynid.models.base import Backend, Capabilities, Hyperparameters, expect_array, param
+from dynid.models.base import (
+    Backend,
+    Capabilities,
+    Hyperparameters,
+    StepMap,
+    expect_array,
+    param,
+)
 from dynid.models.reservoir.readout import (
     Standardiser,
     fit_ridge_readout,
@@ -196,6 +203,38 @@ class ESN(Backend):
         z = scaling.forward(history.x[-self.history_length :])
         r = self.reservoir_.run(z)[-1]
         return scaling.inverse(self.reservoir_.rollout(self.weights_, self.bias_, r, z[-1], steps))
+
+    def step_map(self, history: Trial) -> StepMap:
+        """The closed loop on its state s = [r, z] (n + d; z standardised, which leaves the
+        exponents unchanged): z' = z + [r, z] W + b, then r' = reservoir step of (r, z'), with
+        its analytic Jacobian."""
+        self._check_fitted()
+        reservoir, n = self.reservoir_, self.reservoir_.recurrent.shape[0]
+        a = reservoir.leak
+        to_z = self.weights_.T  # (d, n + d): dz'/ds minus the identity on z
+        identity_z = np.hstack([np.zeros((self.n_variables, n)), np.eye(self.n_variables)])
+
+        def advance(s: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+            z_next = s[:, n:] + s @ self.weights_ + self.bias_
+            return z_next, reservoir.step(s[:, :n], z_next)
+
+        def step(s: np.ndarray) -> np.ndarray:
+            z_next, r_next = advance(s)
+            return np.hstack([r_next, z_next])
+
+        def jacobian(s: np.ndarray) -> np.ndarray:
+            z_next, r_next = advance(s)
+            dz = identity_z + to_z  # (d, n + d)
+            drive = (r_next - (1.0 - a) * s[:, :n]) / a  # tanh(.) of each state, (K, n)
+            gain = a * (1.0 - drive**2)[:, :, None]  # (K, n, 1)
+            dr = gain * (np.hstack([reservoir.recurrent, np.zeros((n, self.n_variables))])
+                         + reservoir.input @ dz)
+            dr[:, :, :n] += (1.0 - a) * np.eye(n)
+            return np.concatenate([dr, np.broadcast_to(dz, (len(s), *dz.shape))], axis=1)
+
+        z = Standardiser(self.mean_, self.scale_).forward(history.x[-self.history_length :])
+        start = np.concatenate([reservoir.run(z)[-1], z[-1]])
+        return StepMap(state=start, step=step, jacobian=jacobian)
 
     def arrays(self) -> dict[str, np.ndarray]:
         self._check_fitted()

@@ -22,7 +22,14 @@ import numpy as np
 
 from dynid.data.dataset import Dataset, Trial
 from dynid.errors import DataError, UsageError
-from dynid.models.base import Backend, Capabilities, Hyperparameters, expect_array, param
+from dynid.models.base import (
+    Backend,
+    Capabilities,
+    Hyperparameters,
+    StepMap,
+    expect_array,
+    param,
+)
 from dynid.models.reservoir.readout import Standardiser
 
 if TYPE_CHECKING:
@@ -236,6 +243,35 @@ class GTFBackend(Backend):
             z = infer_state(self.cell_, tensor(d), tensor(u))
             run = rollout(self.cell_, z, steps, tensor(u_run))[0][0, :, : self.n_variables]
         return run.numpy().astype(float) * self.scale_ + self.mean_
+
+    def step_map(self, history: Trial) -> StepMap:
+        """The latent map z -> z' (M; standardised units, which leave the exponents unchanged)
+        started from the state inferred over the history, with its analytic Jacobian
+        diag(A) + (coupling in z's subregion)."""
+        import torch
+
+        from dynid.models.rnn.gtf import infer_state
+
+        self._check_fitted()
+        if self.inputs_:
+            raise UsageError(f"the {self.name} model takes inputs; Lyapunov exponents are "
+                             "defined for autonomous models only")
+        step_once = self.cell_.stepper()
+
+        def step(z: np.ndarray) -> np.ndarray:
+            with torch.no_grad():
+                return step_once(torch.as_tensor(z, dtype=torch.float32)).numpy().astype(float)
+
+        def jacobian(z: np.ndarray) -> np.ndarray:
+            with torch.no_grad():
+                return self.cell_.jacobian(torch.as_tensor(z, dtype=torch.float32)).numpy(
+                ).astype(float)
+
+        _, d, u = self._standardised(history.slice(history.n_samples - self.history_length))
+        with torch.no_grad():
+            start = infer_state(self.cell_, torch.as_tensor(d[None], dtype=torch.float32),
+                                torch.as_tensor(u[None], dtype=torch.float32))[0]
+        return StepMap(state=start.numpy().astype(float), step=step, jacobian=jacobian)
 
     def eigenvalues(self) -> np.ndarray | None:
         """Eigenvalues (M,) of the Jacobian in the subregion the training data visit most."""

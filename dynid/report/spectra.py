@@ -1,0 +1,74 @@
+"""The power-spectra model part: each variable's Welch spectrum of the data against that of a
+long free run of the model, on log-log axes; a model that reproduces the dynamics (not only the
+next step) matches the data's peaks. Registers itself with ``sections.model_part``."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from dynid.report.dynamics import last_trial, runnable, shared_free_run
+from dynid.report.html import figure, note
+from dynid.report.sections import ModelContext, model_part
+from dynid.report.svg import Series, line_plot
+
+# Welch segments of at most this many samples (finer frequency resolution costs variance).
+MAX_SEGMENT = 512
+# Fewer finite samples than this give no spectrum worth drawing.
+MIN_SAMPLES = 16
+
+
+def welch_spectrum(x: np.ndarray, dt: float) -> tuple[np.ndarray, np.ndarray] | None:
+    """(frequencies (f,) in cycles per time unit, power spectral density (f, d)) of ``x``
+    (n, d) sampled every ``dt``, by Welch's method on its longest NaN-free stretch, without
+    the zero frequency; None when that stretch is shorter than ``MIN_SAMPLES``."""
+    from scipy.signal import welch
+
+    finite = np.all(np.isfinite(x), axis=1)
+    edges = np.flatnonzero(np.diff(np.r_[0, finite.astype(np.int8), 0]))
+    if edges.size == 0:
+        return None
+    lengths = edges[1::2] - edges[::2]
+    longest = int(np.argmax(lengths))
+    start, stop = int(edges[2 * longest]), int(edges[2 * longest + 1])
+    if stop - start < MIN_SAMPLES:
+        return None
+    frequencies, power = welch(x[start:stop], fs=1.0 / dt, nperseg=min(MAX_SEGMENT, stop - start),
+                               axis=0)
+    return frequencies[1:], power[1:]
+
+
+@model_part("Power spectra", applies=lambda ctx: runnable(ctx) and ctx.model.dt_ is not None)
+def _power_spectra(ctx: ModelContext) -> str | None:
+    data, trial = last_trial(ctx)
+    model = ctx.model
+    if trial.n_samples <= model.history_length:
+        return None
+    observed = welch_spectrum(trial.x, model.dt_)
+    if observed is None:
+        return None
+    run = shared_free_run(ctx)
+    simulated = welch_spectrum(run, model.dt_)
+    figures = []
+    # Both axes logarithmic: the slow oscillations that carry most of the power sit in the
+    # first few bins of a linear frequency axis.
+    for j, name in enumerate(model.variables_):
+        series = [Series("data", _log10(observed[0]), _log10(observed[1][:, j]))]
+        if simulated is not None:
+            series.append(Series("model", _log10(simulated[0]), _log10(simulated[1][:, j]),
+                                 dashed=True))
+        figures.append(figure(line_plot(series, title=name, xlabel="log10 frequency (1/time)",
+                                        ylabel="log10 power", width=320, height=240)))
+    caption = (
+        f"Welch power spectral density of the last trial of {data.source} ({trial.n_samples} "
+        f"samples) and of the model's free run of {run.shape[0]} steps"
+        + (", driven by the data's inputs." if model.inputs_ else ".")
+    )
+    if simulated is None:
+        caption += " The free run diverges too early for a spectrum of its own."
+    return "<div>" + "".join(figures) + "</div>" + note(caption)
+
+
+def _log10(values: np.ndarray) -> np.ndarray:
+    """log10 of frequencies or powers, NaN (a gap) where one is zero."""
+    with np.errstate(divide="ignore"):
+        return np.where(values > 0, np.log10(np.where(values > 0, values, 1.0)), np.nan)
