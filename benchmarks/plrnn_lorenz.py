@@ -8,7 +8,10 @@ variable's sd, on the training data only); x alone with 1 % noise (``latent=3`` 
 VPT: from ``--starts`` points of the clean test trajectory, each backend forecasts from the
 ``history_length`` samples before the point (noisy like the training data in the noisy
 scenarios); VPT is the first time the normalised error exceeds 0.4 (dynid.metrics.forecast),
-in Lyapunov times (lambda_max = 0.9056); the median over starts is reported. Fit time is the
+in Lyapunov times (lambda_max = 0.9056); the median over starts is reported. D_stsp and D_H
+(``dynid.metrics.dsr``): a 50,000-step free run from the end of the training data against an
+independent clean 50,000-step trajectory, on the observed variables (x alone, 1-D, in the
+x-only scenario). Fit time is the
 wall time of one ``api.fit`` (torch threads 1), with the other load on the machine recorded
 beside it (``timing.OtherLoad``: cores busy with other work), and its CPU time: on one thread
 that is the wall time the fit would take on an idle core.
@@ -28,6 +31,7 @@ import numpy as np
 
 from dynid import api
 from dynid.data.dataset import Dataset, Trial
+from dynid.metrics.dsr import power_spectrum_distance, state_space_divergence
 from dynid.metrics.forecast import valid_prediction_time
 from dynid.systems import simulate
 
@@ -36,6 +40,7 @@ from timing import OtherLoad
 LYAPUNOV = 0.9056  # largest Lyapunov exponent of Lorenz-63 (sigma 10, rho 28, beta 8/3)
 DT = 0.01
 HORIZON = 2000  # 18 Lyapunov times
+FREE_RUN = 50_000  # steps of the free run that D_stsp and D_H judge
 # (backend, scenario): the extra -p settings for partial observation.
 CASES = {
     ("plrnn", "clean"): [], ("alrnn", "clean"): [],
@@ -73,7 +78,15 @@ def run_case(backend: str, scenario: str, extra: list[str], starts: int, seed: i
             forecast = model.simulate(history, HORIZON)
         vpts.append(valid_prediction_time(forecast, test_clean[p:p + HORIZON, columns], scale, DT)
                     * LYAPUNOV)
+    # Geometry: a 50,000-step free run from the end of the training data against an
+    # independent clean 50,000-step trajectory of the attractor, on the observed variables.
+    reference = simulate("lorenz", n=FREE_RUN + 1000, x0=(-1.0, 3.0, 25.0)).x[1000:, columns]
+    history = Trial(np.arange(len(train)) * DT, train[:, columns])
+    with np.errstate(all="ignore"):
+        free = model.simulate(history, FREE_RUN)
     return {"backend": backend, "scenario": scenario, "params": extra,
+            "d_stsp": state_space_divergence(reference, free),
+            "d_h": power_spectrum_distance(reference, free),
             "vpt_lyapunov_median": float(np.median(vpts)),
             "vpt_lyapunov": [round(float(v), 3) for v in vpts],
             "fit_s": round(fit_s, 1), "fit_cpu_s": round(fit_cpu_s, 1),
