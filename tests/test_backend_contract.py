@@ -41,6 +41,8 @@ CONTRACT_PARAMS: dict[str, list[str]] = {
     "edm": ["max_E=2"],
     "slds": ["regimes=2", "restarts=1", "max_iter=10"],
     "ltc": ["hidden=8", "backbone=16", "window=8", "epochs=3"],
+    "plrnn": ["epochs=2", "batches=3", "sequence=20", "hidden=8"],
+    "alrnn": ["epochs=2", "batches=3", "sequence=20", "latent=6"],
 }
 N_SAMPLES = 300
 HORIZON = 25

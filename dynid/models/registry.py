@@ -24,6 +24,8 @@ _BACKENDS: dict[str, str] = {
     "edm": "dynid.models.edm:EDM",
     "signature": "dynid.models.signature:Signature",
     "ltc": "dynid.models.ltc:LTC",
+    "plrnn": "dynid.models.rnn.plrnn:PLRNN",
+    "alrnn": "dynid.models.rnn.alrnn:ALRNN",
 }
 
 

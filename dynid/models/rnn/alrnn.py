@@ -1,0 +1,86 @@
+"""``alrnn``: the almost-linear RNN (Brenner, Hemmer, Monfared & Durstewitz, "Almost-Linear RNNs
+Yield Highly Interpretable Symbolic Codes in Dynamical Systems Reconstruction", NeurIPS 2024),
+
+    z_{t+1} = A * z_t + W phi(z_t) + h + C u_t,   phi(z) = [z_1..z_{M-P}, relu(z_{M-P+1..M})],
+
+with only P of the M units piecewise linear, so the model is linear inside each of at most 2^P
+subregions. Trained by GTF like ``plrnn`` (the AL-RNN paper used sparse teacher forcing, i.e.
+``-p alpha=1 -p forcing_interval=16``, available here too).
+
+The fit reports, in the model file's metrics (``dynid info``), the subregions the data and a
+free run visit and the free run's symbolic coding: the sequence of subregions, each named by
+the signs of the P units ("10": unit M-P+1 on, unit M-P+2 off), compressed to
+``code*dwell`` runs. Partial observation and noise as for ``plrnn``
+(``dynid.models.rnn.backend``).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from dynid.errors import UsageError
+from dynid.models.base import param
+from dynid.models.rnn.backend import GTFBackend, GTFParams
+
+if TYPE_CHECKING:
+    import torch
+
+    from dynid.models.rnn.cells import LatentCell
+
+__all__ = ["ALRNN", "ALRNNParams", "symbolic_coding"]
+
+
+@dataclass(frozen=True)
+class ALRNNParams(GTFParams):
+    latent: int | None = param(None, "latent dimension M >= N (none = max(20, N), the paper's)")
+    pwl: int = param(2, "piecewise-linear units P (at most 2^P linear subregions)")
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        if self.pwl < 1:
+            raise ValueError(f"pwl must be a positive integer, not {self.pwl}")
+        if self.latent is not None and self.pwl > self.latent:
+            raise ValueError(f"pwl ({self.pwl}) cannot exceed latent ({self.latent})")
+
+
+class ALRNN(GTFBackend):
+    """AL-RNN. Fitted arrays (M latents, P piecewise-linear units, N variables, m inputs):
+    ``A`` (M,), ``W`` (M, M; its diagonal unused), ``h`` (M,), ``C`` (M, m) in standardised
+    units; ``mean``, ``scale`` (N,), ``input_mean``, ``input_scale`` (m,); ``dominant_region``
+    (P,) the 0/1 slopes of the subregion the data visit most."""
+
+    name = "alrnn"
+    summary = ("almost-linear RNN (P of M units ReLU) trained by generalized teacher forcing; "
+               "reports linear subregions and the symbolic coding of a free run; partial "
+               "observation via free latents; noise: -p smoothing / -p noise")
+    Params = ALRNNParams
+
+    def _default_latent(self) -> int:
+        return max(20, self.n_variables)
+
+    def _cell(self, latent: int, inputs: int, generator: torch.Generator) -> LatentCell:
+        from dynid.models.rnn.cells import ALRNN as Cell
+
+        pwl = self.params.pwl  # type: ignore[attr-defined]
+        if pwl > latent:
+            raise UsageError(f"-p pwl={pwl}: more piecewise-linear units than latents ({latent})")
+        return Cell(latent, pwl, inputs, generator)
+
+    def _region_metrics(self, slopes: np.ndarray) -> dict[str, Any]:
+        return {"symbolic_coding": symbolic_coding(slopes)}
+
+
+def symbolic_coding(slopes: np.ndarray) -> str:
+    """The subregion sequence of slopes (T, P) in {0, 1}, run-length compressed: "10*35 11*12"
+    is 35 steps with only the first ReLU unit on, then 12 with both on."""
+    codes = ["".join("1" if s > 0 else "0" for s in row) for row in slopes]
+    runs: list[list[Any]] = []
+    for code in codes:
+        if runs and runs[-1][0] == code:
+            runs[-1][1] += 1
+        else:
+            runs.append([code, 1])
+    return " ".join(f"{code}*{dwell}" for code, dwell in runs)

@@ -1,0 +1,145 @@
+"""The latent maps z_t -> z_{t+1} of the piecewise-linear RNNs, as torch modules.
+
+Both are linear inside each subregion of latent space cut out by their ReLUs, so each cell gives
+its step, its Jacobian (for the GTF forcing strength and eigenvalues) and the activation
+pattern that names the subregion a state lies in. Shapes: z (..., M) latent states, u (..., m)
+external inputs (m may be 0). Imported lazily: importing this module imports torch.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+
+def _talathi_vartak(m: int, generator: torch.Generator) -> torch.Tensor:
+    """The (M, M) matrix K = R^T R / M + I (R standard normal) scaled to spectral radius 1:
+    its diagonal starts A and its off-diagonal W of the PLRNN (Talathi & Vartak, 2016), so the
+    initial linear part is close to the identity and neither explodes nor forgets at once."""
+    r = torch.randn(m, m, generator=generator)
+    k = r.T @ r / m + torch.eye(m)
+    return k / torch.linalg.eigvalsh(k).max()
+
+
+def _uniform(shape: tuple[int, ...], fan_in: int, generator: torch.Generator) -> torch.Tensor:
+    bound = 1.0 / max(fan_in, 1) ** 0.5
+    return (torch.rand(shape, generator=generator) * 2.0 - 1.0) * bound
+
+
+class LatentCell(nn.Module):
+    """What both cells share: the diagonal ``A`` (M,) and the input weights ``C`` (M, m)."""
+
+    def __init__(self, k: torch.Tensor, inputs: int, generator: torch.Generator) -> None:
+        """k: the (M, M) Talathi-Vartak matrix, whose diagonal starts A."""
+        super().__init__()
+        self.latent = k.shape[0]
+        self.A = nn.Parameter(torch.diagonal(k).clone())
+        self.C = nn.Parameter(_uniform((self.latent, inputs), inputs, generator))
+
+    def drive(self, u: torch.Tensor) -> torch.Tensor | None:
+        """The input term C u (..., M) of inputs u (..., m); None without inputs."""
+        return None if self.C.shape[1] == 0 else u @ self.C.T
+
+    def stepper(self) -> Callable[[torch.Tensor], torch.Tensor]:
+        """The autonomous map z (B, M) -> z' (B, M), with whatever it derives from the weights
+        computed once (a rollout calls it every step)."""
+        raise NotImplementedError
+
+    def forward(self, z: torch.Tensor, u: torch.Tensor) -> torch.Tensor:
+        """One step from z (B, M) with inputs u (B, m)."""
+        drive = self.drive(u)
+        step = self.stepper()(z)
+        return step if drive is None else step + drive
+
+    def slopes(self, z: torch.Tensor) -> torch.Tensor:
+        """The slopes (..., K) of the K piecewise-linear units at states z (..., M): equal
+        rows, same linear subregion."""
+        raise NotImplementedError
+
+    def region_jacobian(self, slopes: torch.Tensor) -> torch.Tensor:
+        """The Jacobian d z_{t+1} / d z_t (..., M, M) in the subregion of ``slopes`` (..., K)."""
+        raise NotImplementedError
+
+    def jacobian(self, z: torch.Tensor) -> torch.Tensor:
+        """d z_{t+1} / d z_t at states z (..., M): (..., M, M)."""
+        return self.region_jacobian(self.slopes(z))
+
+
+class ShallowPLRNN(LatentCell):
+    """The clipped shallow PLRNN (Hess et al., ICML 2023):
+
+        z_{t+1} = A * z_t + W1 (relu(W2 z_t + h2) - relu(W2 z_t)) + h1 + C u_t
+
+    A (M,), W1 (M, H), W2 (H, M), h1 (M,), h2 (H,). The clipping bounds the nonlinearity by
+    |W1 h2|, so orbits stay bounded when |A| < 1. Jacobian diag(A) + W1 diag(D) W2 with
+    D = 1[W2 z > -h2] - 1[W2 z > 0] in {-1, 0, 1}: three regimes per hidden unit.
+    """
+
+    def __init__(self, latent: int, hidden: int, inputs: int, generator: torch.Generator) -> None:
+        super().__init__(_talathi_vartak(latent, generator), inputs, generator)
+        self.W1 = nn.Parameter(_uniform((latent, hidden), hidden, generator))
+        self.W2 = nn.Parameter(_uniform((hidden, latent), latent, generator))
+        self.h1 = nn.Parameter(torch.zeros(latent))
+        self.h2 = nn.Parameter(_uniform((hidden,), latent, generator))
+
+    def stepper(self) -> Callable[[torch.Tensor], torch.Tensor]:
+        def step(z: torch.Tensor) -> torch.Tensor:
+            w2z = F.linear(z, self.W2)
+            clipped = F.relu(w2z + self.h2) - F.relu(w2z)
+            return torch.addcmul(F.linear(clipped, self.W1, self.h1), self.A, z)
+
+        return step
+
+    def slopes(self, z: torch.Tensor) -> torch.Tensor:
+        w2z = z @ self.W2.T
+        return (w2z > -self.h2).to(z.dtype) - (w2z > 0).to(z.dtype)
+
+    def region_jacobian(self, slopes: torch.Tensor) -> torch.Tensor:
+        coupling = (self.W1 * slopes[..., None, :]) @ self.W2
+        return torch.diag_embed(self.A.expand(*slopes.shape[:-1], self.latent)) + coupling
+
+
+class ALRNN(LatentCell):
+    """The almost-linear RNN (Brenner et al., NeurIPS 2024):
+
+        z_{t+1} = A * z_t + W phi(z_t) + h + C u_t,
+        phi(z) = [z_1 .. z_{M-P}, relu(z_{M-P+1}) .. relu(z_M)]
+
+    A (M,), W (M, M) with a zero diagonal (A is the self-coupling), h (M,). Only the last P
+    units are piecewise linear, so there are at most 2^P linear subregions, named by the signs
+    of those P units. Jacobian diag(A) + W diag(1, .., 1, 1[z_{M-P+1:} > 0]).
+    """
+
+    def __init__(self, latent: int, pwl: int, inputs: int, generator: torch.Generator) -> None:
+        k = _talathi_vartak(latent, generator)
+        super().__init__(k, inputs, generator)
+        self.pwl = pwl
+        self.W = nn.Parameter(k * (1.0 - torch.eye(latent)))
+        self.h = nn.Parameter(torch.zeros(latent))
+        self.register_buffer("off_diagonal", 1.0 - torch.eye(latent), persistent=False)
+
+    def stepper(self) -> Callable[[torch.Tensor], torch.Tensor]:
+        # A z + W phi(z) = L z + W[:, M-P:] relu(z[M-P:]), L = diag(A) + W with its last P
+        # columns (and its diagonal) zeroed: two products a step, no concatenation.
+        first = self.latent - self.pwl
+        w = self.W * self.off_diagonal
+        linear = torch.diag(self.A) + torch.cat([w[:, :first], torch.zeros_like(w[:, first:])],
+                                                dim=1)
+        relu_part = w[:, first:]
+
+        def step(z: torch.Tensor) -> torch.Tensor:
+            return F.linear(z, linear, self.h) + F.linear(F.relu(z[:, first:]), relu_part)
+
+        return step
+
+    def slopes(self, z: torch.Tensor) -> torch.Tensor:
+        return (z[..., self.latent - self.pwl:] > 0).to(z.dtype)
+
+    def region_jacobian(self, slopes: torch.Tensor) -> torch.Tensor:
+        ones = slopes.new_ones((*slopes.shape[:-1], self.latent - self.pwl))
+        w = self.W * self.off_diagonal
+        diagonal = torch.diag_embed(self.A.expand(*slopes.shape[:-1], self.latent))
+        return diagonal + w * torch.cat([ones, slopes], dim=-1)[..., None, :]

@@ -1,0 +1,292 @@
+"""Generalized teacher forcing (GTF; Hess, Monfared, Brenner & Durstewitz, ICML 2023) for the
+piecewise-linear RNNs of ``cells``, as a ``Trainable`` strategy of the shared training loop.
+
+The forward pass over a training window x_0..x_T (standardised, N observed coordinates,
+identity read-out onto the first N of M latents) runs
+
+    z_t = F(z~_{t-1}, u_{t-1}),    z~_t[:N] = (1 - alpha) z_t[:N] + alpha d_t    (t % tau == 0)
+
+with d_t the forcing signal (the data, or the data smoothed when they are noisy) and z~ = z
+at unforced steps and on the unobserved latents. The loss is the MSE between the *pre-forcing*
+predictions z_t[:N] and x_t. alpha = 1, tau = 1 is classical teacher forcing, alpha = 0 a free
+run. Gradients through the forcing carry the factor (1 - alpha), so the loss gradient's
+Jacobian products stay bounded when (1 - alpha) |J| <~ 1: alpha is set from an estimate N^ of
+the Jacobian growth along the batch, N^ = max over sequences of the geometric mean of the
+spectral norms |J_t| (the paper's product upper bound), alpha* = max(0, 1 - N^(-tau)) (tau = 1
+is the paper's rule; a forcing every tau steps lets tau Jacobians compound in between). Every
+``ALPHA_EVERY`` batches alpha jumps up to alpha* if that is larger, else decays towards it,
+alpha <- gamma alpha + (1 - gamma) alpha*. The paper's gamma = 0.999 (a half-life of 693
+updates) suits its 250 000 batches; dynid trains 50-100 times fewer. Kept as is, alpha would
+hardly leave 1 (near-pure teacher forcing, which the paper shows fails on chaotic data); scaled
+to the paper's relative half-life (1.4 % of training) it collapses within the first epoch when
+the initial model is contracting (alpha* = 0), leaving a free-run-trained model stuck on a
+plateau (measured on a rotation: 15 of 30 epochs without progress). So gamma gives alpha a
+half-life of ``HALF_LIFE`` of the training's alpha updates (``decay_rate``).
+
+Unobserved latents start at 0 at the beginning of a window and are inferred by a teacher-forced
+warm-up (alpha = 1 on the observed coordinates, no gradient) over the window's first ``warmup``
+samples; forecasts infer their starting state the same way over the end of the history
+(``infer_state``).
+
+Validation (for early stopping and the best weights): the mean squared error of 20-step free
+runs (the paper's PE(20)) started, after the same warm-up, at evenly spaced points of the
+held-out blocks. A teacher-forced loss would reward a model that cannot run freely.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from dynid.training import TrainingSession, TrainingStep, arrays_to_module, module_to_arrays
+
+if TYPE_CHECKING:
+    import torch
+
+    from dynid.models.rnn.cells import LatentCell
+
+ALPHA_EVERY = 5  # batches between two alpha estimates (the paper's k)
+HALF_LIFE = 0.1  # of the alpha updates of a training run (see the module docstring)
+VALIDATION_HORIZON = 20
+VALIDATION_STARTS = 256  # at most, evenly spaced over the held-out blocks
+
+
+@dataclass(frozen=True)
+class GTFSettings:
+    """One GTF training run. alpha: fixed forcing strength, None = adaptive; interval: force
+    every ``interval`` steps (tau); batch windows of ``sequence`` steps after ``warmup``
+    inference steps, ``batches`` per epoch over ``epochs`` epochs; learning rate decaying
+    geometrically from ``lr`` to ``lr_end``; ``regularisation`` weight of the L2 penalty on the
+    coupling weights; ``noise`` the sd of Gaussian noise added to each batch (standardised
+    units)."""
+
+    alpha: float | None
+    interval: int
+    batch: int
+    batches: int
+    sequence: int
+    warmup: int
+    epochs: int
+    lr: float
+    lr_end: float
+    regularisation: float
+    noise: float
+
+    def decay_rate(self) -> float:
+        """gamma of the adaptive alpha's decay: a half-life of ``HALF_LIFE`` of the alpha
+        updates in training."""
+        updates = self.epochs * self.batches / ALPHA_EVERY
+        return 0.5 ** (1.0 / max(HALF_LIFE * updates, 1.0))
+
+
+@dataclass(frozen=True)
+class Series:
+    """Standardised training or held-out trials, one after another: targets x (n, N),
+    forcing signals d (n, N), inputs u (n, m) (m may be 0) as float32 tensors; ``starts`` (k,)
+    the first row of each of the k trials and ``lengths`` (k,) their lengths."""
+
+    x: torch.Tensor
+    d: torch.Tensor
+    u: torch.Tensor
+    starts: np.ndarray
+    lengths: np.ndarray
+
+    @classmethod
+    def of(cls, trials: list[tuple[np.ndarray, np.ndarray, np.ndarray]],
+           device: torch.device) -> Series:
+        """From (x, d, u) arrays per trial."""
+        import torch
+
+        def stacked(i: int) -> torch.Tensor:
+            return torch.as_tensor(np.vstack([t[i] for t in trials]), dtype=torch.float32,
+                                   device=device)
+
+        lengths = np.array([len(t[0]) for t in trials], dtype=np.int64)
+        return cls(stacked(0), stacked(1), stacked(2),
+                   np.concatenate([[0], np.cumsum(lengths)[:-1]]).astype(np.int64), lengths)
+
+    def windows(self, first: np.ndarray, length: int
+                ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """(x, d, u) windows (B, length, .) starting at the rows ``first`` (B,)."""
+        import torch
+
+        rows = torch.as_tensor(first[:, None] + np.arange(length)[None, :], device=self.x.device)
+        return self.x[rows], self.d[rows], self.u[rows]
+
+
+def rollout(cell: LatentCell, z: torch.Tensor, steps: int, u: torch.Tensor,
+            forcing: torch.Tensor | None = None, alpha: float = 0.0, interval: int = 1
+            ) -> tuple[torch.Tensor, torch.Tensor]:
+    """``steps`` steps from states z (B, M) at time 0 with inputs u (B, >= steps, m).
+
+    forcing (B, steps + 1, N): signals d_t mixed into the first N latents at t % interval == 0
+    with weight alpha (None: a free run). Returns (predictions, forced states), each
+    (B, steps, M): z_t before and z~_t after the forcing, t = 1..steps.
+    """
+    import torch
+
+    step = cell.stepper()
+    drive = cell.drive(u[:, :steps])
+    n = 0 if forcing is None else forcing.shape[-1]
+    if n:
+        # z~ = z + w * (d - z) with w = alpha on the observed latents and 0 on the others.
+        target = torch.nn.functional.pad(forcing, (0, cell.latent - n))
+        weight = torch.zeros(cell.latent, dtype=z.dtype, device=z.device)
+        weight[:n] = alpha
+    predictions, states = [], []
+    for t in range(1, steps + 1):
+        z = predicted = step(z) if drive is None else step(z) + drive[:, t - 1]
+        if n and t % interval == 0:
+            z = torch.lerp(predicted, target[:, t], weight)
+        predictions.append(predicted)
+        states.append(z)
+    if not predictions:
+        empty = z.new_zeros((z.shape[0], 0, z.shape[-1]))
+        return empty, empty
+    return torch.stack(predictions, dim=1), torch.stack(states, dim=1)
+
+
+def teacher_forced(cell: LatentCell, d: torch.Tensor, u: torch.Tensor) -> torch.Tensor:
+    """The latent states (B, W, M) at the observed samples d (B, W, N): the unobserved latents
+    start at 0 and are driven over the window with the observed ones forced to d (alpha = 1)."""
+    import torch
+
+    z = torch.cat([d[:, 0], d.new_zeros((d.shape[0], cell.latent - d.shape[-1]))], dim=-1)
+    forced = rollout(cell, z, d.shape[1] - 1, u, d, alpha=1.0)[1]
+    return torch.cat([z[:, None], forced], dim=1)
+
+
+def infer_state(cell: LatentCell, d: torch.Tensor, u: torch.Tensor) -> torch.Tensor:
+    """The latent state (B, M) at the last of the observed samples d (B, W, N) (a teacher-forced
+    warm-up over the window, ``teacher_forced``)."""
+    return teacher_forced(cell, d, u)[:, -1]
+
+
+def estimate_alpha(cell: LatentCell, states: torch.Tensor, interval: int) -> float:
+    """alpha* = max(0, 1 - N^(-interval)) from the states (B, T, M) the batch visited."""
+    import torch
+
+    with torch.no_grad():
+        norms = torch.linalg.matrix_norm(cell.jacobian(states), ord=2)  # (B, T)
+        growth = float(torch.exp(torch.log(norms.clamp_min(1e-12)).mean(dim=1)).max())
+    return max(0.0, 1.0 - growth ** -interval)
+
+
+class GTFTraining:
+    """GTF with RAdam on random windows of ``train`` (a ``Trainable``; one epoch =
+    ``settings.batches`` batches). ``alpha`` holds the forcing strength now."""
+
+    def __init__(self, cell: LatentCell, train: Series, held_out: Series | None,
+                 settings: GTFSettings, session: TrainingSession) -> None:
+        import torch
+
+        self.cell, self.train, self.held_out = cell, train, held_out
+        self.settings, self.session = settings, session
+        self.alpha = 1.0 if settings.alpha is None else settings.alpha
+        self.gamma = settings.decay_rate()
+        self.batches_done = 0
+        self.window = settings.warmup + settings.sequence + 1
+        self.optimiser = torch.optim.RAdam(cell.parameters(), lr=settings.lr)
+        # RAdam's state as it creates it lazily, here at once: its arrays then exist from the
+        # start and a checkpoint's names never change.
+        for p in cell.parameters():
+            self.optimiser.state[p] = {"step": torch.tensor(0.0),
+                                       "exp_avg": torch.zeros_like(p),
+                                       "exp_avg_sq": torch.zeros_like(p)}
+        self.coupling = [p for name, p in cell.named_parameters() if name.startswith("W")]
+        self.validation_starts = (None if held_out is None
+                                  else _validation_starts(held_out, settings.warmup))
+
+    def _sample(self) -> np.ndarray:
+        """First rows (B,) of ``batch`` windows drawn uniformly among all full windows."""
+        import torch
+
+        counts = np.maximum(self.train.lengths - self.window + 1, 0)
+        draws = torch.randint(int(counts.sum()), (self.settings.batch,),
+                              generator=self.session.torch_generator).numpy()
+        trial = np.searchsorted(np.cumsum(counts), draws, side="right")
+        return self.train.starts[trial] + draws - (np.cumsum(counts) - counts)[trial]
+
+    def train_step(self, epoch: int) -> TrainingStep:
+        import torch
+
+        s = self.settings
+        progress = (epoch - 1) / max(s.epochs - 1, 1)
+        for group in self.optimiser.param_groups:
+            group["lr"] = s.lr * (s.lr_end / s.lr) ** progress
+        total = 0.0
+        for _ in range(s.batches):
+            x, d, u = self.train.windows(self._sample(), self.window)
+            if s.noise > 0:
+                noise = torch.randn(x.shape, generator=self.session.torch_generator) * s.noise
+                x, d = x + noise.to(x.device), d + noise.to(x.device)
+            with torch.no_grad():
+                z = infer_state(self.cell, d[:, : s.warmup + 1], u)
+            x, d, u = x[:, s.warmup:], d[:, s.warmup:], u[:, s.warmup:]
+            predictions, states = rollout(self.cell, z, s.sequence, u, d, self.alpha, s.interval)
+            n = x.shape[-1]
+            loss = torch.mean((predictions[..., :n] - x[:, 1:]) ** 2)
+            penalty = s.regularisation * sum(torch.sum(w ** 2) for w in self.coupling)
+            self.optimiser.zero_grad()
+            (loss + penalty).backward()
+            self.optimiser.step()
+            self.batches_done += 1
+            if s.alpha is None and self.batches_done % ALPHA_EVERY == 0:
+                estimate = estimate_alpha(self.cell, states.detach(), s.interval)
+                self.alpha = (estimate if estimate > self.alpha
+                              else self.gamma * self.alpha + (1.0 - self.gamma) * estimate)
+            total += loss.item()
+        return TrainingStep(total / s.batches)
+
+    def validation_loss(self) -> float | None:
+        """Mean squared error of free runs of ``VALIDATION_HORIZON`` steps from the held-out
+        starts (standardised units); None without held-out data."""
+        import torch
+
+        if self.validation_starts is None:
+            return None
+        w, h = self.settings.warmup, VALIDATION_HORIZON
+        x, d, u = self.held_out.windows(self.validation_starts - w, w + h + 1)
+        with torch.no_grad():
+            z = infer_state(self.cell, d[:, : w + 1], u)
+            runs, _ = rollout(self.cell, z, h, u[:, w:])
+            error = torch.mean((runs[..., : x.shape[-1]] - x[:, w + 1:]) ** 2)
+        return float(error) if torch.isfinite(error) else math.inf
+
+    def state_arrays(self) -> dict[str, np.ndarray]:
+        arrays = {f"net/{name}": value for name, value in module_to_arrays(self.cell).items()}
+        for i, state in self.optimiser.state_dict()["state"].items():
+            arrays.update({f"optimiser/{i}/{key}": value.detach().cpu().numpy().copy()
+                           for key, value in state.items()})
+        arrays["alpha"] = np.array(self.alpha, dtype=np.float64)
+        arrays["batches_done"] = np.array(self.batches_done, dtype=np.int64)
+        return arrays
+
+    def load_state_arrays(self, arrays: dict[str, np.ndarray]) -> None:
+        import torch
+
+        arrays_to_module(self.cell, {name[4:]: value for name, value in arrays.items()
+                                     if name.startswith("net/")})
+        stored = self.optimiser.state_dict()
+        for i, state in stored["state"].items():
+            for key in state:
+                state[key] = torch.from_numpy(arrays[f"optimiser/{i}/{key}"].copy())
+        self.optimiser.load_state_dict(stored)
+        self.alpha = float(arrays["alpha"])
+        self.batches_done = int(arrays["batches_done"])
+
+
+def _validation_starts(held_out: Series, warmup: int) -> np.ndarray | None:
+    """Rows of ``held_out`` (at most ``VALIDATION_STARTS``, evenly spaced) with ``warmup``
+    samples before and ``VALIDATION_HORIZON`` after them in the same trial; None if none."""
+    rows = np.concatenate([
+        np.arange(start + warmup, start + length - VALIDATION_HORIZON)
+        for start, length in zip(held_out.starts, held_out.lengths)
+    ])
+    if rows.size == 0:
+        return None
+    keep = np.unique(np.linspace(0, rows.size - 1, min(rows.size, VALIDATION_STARTS)).astype(int))
+    return rows[keep]

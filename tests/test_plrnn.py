@@ -1,0 +1,242 @@
+"""plrnn and alrnn (issue 13): generalized teacher forcing, the adaptive alpha, recovery of a
+known linear system (full and partial observation), exact resume, and the AL-RNN's subregions
+and symbolic coding. The Lorenz-63 goals are measured in benchmarks/plrnn_lorenz.py."""
+
+from __future__ import annotations
+
+import itertools
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+from dynid import api
+from dynid.data.dataset import Dataset
+from dynid.errors import UsageError
+
+torch = pytest.importorskip("torch")
+
+from dynid.models.rnn.alrnn import symbolic_coding  # noqa: E402
+from dynid.models.rnn.cells import ALRNN, ShallowPLRNN  # noqa: E402
+from dynid.models.rnn.gtf import estimate_alpha, rollout  # noqa: E402
+
+THETA = 0.2  # rotation per sample (rad): eigenvalues exp(+-0.2 i)
+# Few, fast epochs at a constant, high learning rate: seconds, not the defaults' minutes.
+QUICK = ["epochs=30", "batches=10", "sequence=50", "lr=1e-2", "lr_end=1e-2"]
+
+
+def rotation(n: int, start: int = 0) -> np.ndarray:
+    """(n, 2) samples of the rotation by THETA per step, ellipse axes 2 and 1, centre (1, -3)."""
+    t = np.arange(start, start + n)
+    return np.stack([2.0 * np.cos(THETA * t) + 1.0, np.sin(THETA * t) - 3.0], axis=1)
+
+
+def fit_rotation(backend: str, columns: list[int], params: list[str]):
+    data = Dataset.from_arrays(rotation(400)[:, columns], dt=1.0,
+                               variables=[f"x{c}" for c in columns])
+    model = api.fit(data, backend, QUICK + params, seed=0, device="cpu").model
+    forecast = api.forecast(model, data, 100).x
+    truth = rotation(100, start=400)[:, columns]
+    nrmse = np.sqrt(np.mean((forecast - truth) ** 2, axis=0)) / rotation(400)[:, columns].std(axis=0)
+    return model, nrmse
+
+
+# -- the forcing ----------------------------------------------------------------------------------
+@pytest.fixture
+def cell_and_data():
+    generator = torch.Generator().manual_seed(3)
+    cell = ShallowPLRNN(3, 10, 0, generator)
+    d = torch.randn(4, 11, 3, generator=generator)
+    return cell, d, torch.zeros(4, 11, 0)
+
+
+def test_alpha_one_is_teacher_forcing(cell_and_data):
+    cell, d, u = cell_and_data
+    with torch.no_grad():
+        predictions, states = rollout(cell, d[:, 0], 10, u, d, alpha=1.0)
+        one_step = torch.stack([cell(d[:, t], u[:, t]) for t in range(10)], dim=1)
+    torch.testing.assert_close(predictions, one_step, rtol=0, atol=1e-6)
+    torch.testing.assert_close(states, d[:, 1:], rtol=0, atol=0)
+
+
+def test_alpha_zero_is_a_free_run_and_between_mixes(cell_and_data):
+    cell, d, u = cell_and_data
+    with torch.no_grad():
+        forced, _ = rollout(cell, d[:, 0], 10, u, d, alpha=0.0)
+        free, _ = rollout(cell, d[:, 0], 10, u)
+        z, by_hand = d[:, 0], []
+        for t in range(10):
+            z = cell(z, u[:, t])
+            by_hand.append(z)
+        predictions, states = rollout(cell, d[:, 0], 10, u, d, alpha=0.3)
+    assert torch.equal(forced, free)
+    torch.testing.assert_close(free, torch.stack(by_hand, dim=1), rtol=0, atol=1e-6)
+    torch.testing.assert_close(states, 0.7 * predictions + 0.3 * d[:, 1:], rtol=1e-6, atol=1e-6)
+
+
+def test_partial_and_sparse_forcing():
+    generator = torch.Generator().manual_seed(1)
+    cell = ALRNN(5, 2, 0, generator)
+    d = torch.randn(3, 10, 2, generator=generator)
+    z0 = torch.cat([d[:, 0], torch.zeros(3, 3)], dim=1)
+    with torch.no_grad():
+        predictions, states = rollout(cell, z0, 9, torch.zeros(3, 10, 0), d, alpha=1.0,
+                                      interval=3)
+    forced = [t - 1 for t in range(1, 10) if t % 3 == 0]
+    unforced = [t - 1 for t in range(1, 10) if t % 3 != 0]
+    # Only the observed latents, only every third step, are replaced by the data.
+    assert torch.equal(states[:, forced, :2], d[:, [t + 1 for t in forced]])
+    assert torch.equal(states[:, forced, 2:], predictions[:, forced, 2:])
+    assert torch.equal(states[:, unforced], predictions[:, unforced])
+
+
+def test_alpha_from_the_jacobian_norm():
+    cell = ALRNN(4, 1, 0, torch.Generator().manual_seed(0))
+    states = torch.randn(2, 7, 4)
+    with torch.no_grad():
+        cell.W.zero_()
+        cell.A.fill_(2.0)  # J = 2 I everywhere: |J| = 2
+        assert estimate_alpha(cell, states, 1) == pytest.approx(0.5)
+        assert estimate_alpha(cell, states, 2) == pytest.approx(0.75)  # two steps: |J|^2
+        cell.A.fill_(0.5)  # contracting: no forcing needed
+        assert estimate_alpha(cell, states, 1) == 0.0
+
+
+def test_training_windows_stay_inside_trials():
+    from dynid.models.rnn.gtf import GTFSettings, GTFTraining, Series
+    from dynid.training import TrainingSession
+
+    trials = [(np.full((n, 1), float(i)),) * 2 + (np.zeros((n, 0)),)
+              for i, n in enumerate([30, 12, 9])]  # the third is shorter than a window
+    series = Series.of(trials, torch.device("cpu"))
+    settings = GTFSettings(alpha=None, interval=1, batch=500, batches=1, sequence=7, warmup=2,
+                           epochs=1, lr=1e-3, lr_end=1e-3, regularisation=0.0, noise=0.0)
+    session = TrainingSession(seed=0)
+    strategy = GTFTraining(ShallowPLRNN(1, 4, 0, session.torch_generator), series, None,
+                           settings, session)
+    first = strategy._sample()
+    x, _, _ = series.windows(first, strategy.window)
+    # Every window lies in one trial (constant values), and every full window is drawn.
+    assert torch.all(x == x[:, :1]) and set(x[:, 0, 0].tolist()) == {0.0, 1.0}
+    assert set(first.tolist()) == set(range(0, 21)) | set(range(30, 33))
+
+
+# -- recovery of a known system ---------------------------------------------------------------
+def test_plrnn_forecasts_a_rotation():
+    model, nrmse = fit_rotation("plrnn", [0, 1], ["hidden=50"])
+    assert np.all(nrmse < 0.1), nrmse
+    assert model.metrics_["alpha"] < 0.2  # a rotation needs little forcing (|J| ~ 1)
+
+
+def test_alrnn_finds_the_rotation_eigenvalues():
+    model, nrmse = fit_rotation("alrnn", [0, 1], ["latent=4", "pwl=1"])
+    assert np.all(nrmse < 0.1), nrmse
+    eigenvalues = model.eigenvalues()
+    rotating = eigenvalues[np.argsort(-np.abs(eigenvalues.imag))[:2]]
+    np.testing.assert_allclose(np.sort(np.angle(rotating)), [-THETA, THETA], atol=0.01)
+    np.testing.assert_allclose(np.abs(rotating), 1.0, atol=0.02)
+    assert model.metrics_["subregions_visited_by_data"] <= 2  # 2^P
+
+
+def test_partial_observation_infers_the_hidden_coordinate():
+    # Only x0 = 2 cos(0.2 t) + 1 is observed; a second latent must carry the phase.
+    model, nrmse = fit_rotation("plrnn", [0], ["latent=2", "hidden=50"])
+    assert model.history_length == 26  # the forecast infers the phase over a 25-step warm-up
+    assert nrmse[0] < 0.05, nrmse
+
+
+def test_external_inputs_drive_the_latents():
+    # x_{t+1} = 0.8 x_t + u_t: the step from t uses the input at t (as simulate's convention:
+    # the history's last input, then the future inputs).
+    rng = np.random.default_rng(0)
+    u = rng.standard_normal((500, 1))
+    x = np.zeros((500, 1))
+    for t in range(499):
+        x[t + 1] = 0.8 * x[t] + u[t]
+    data = Dataset.from_arrays(x[:400], dt=1.0, u=u[:400], variables=["x"], inputs=["u"])
+    # Adam moves a weight by at most lr a batch: C (0.62 standardised) needs more batches.
+    model = api.fit(data, "plrnn", QUICK + ["hidden=8", "epochs=60"], seed=0, device="cpu").model
+    forecast = api.forecast(model, data, 99, future_inputs=u[400:499]).x
+    nrmse = np.sqrt(np.mean((forecast - x[400:499]) ** 2)) / x.std()
+    assert nrmse < 0.05, nrmse
+
+
+def test_step_map_is_the_latent_map_with_its_jacobian():
+    data = Dataset.from_arrays(rotation(100), dt=1.0, variables=["a", "b"])
+    model = api.fit(data, "plrnn", ["epochs=1", "batches=2", "sequence=20", "hidden=8",
+                                    "latent=3"], seed=0, device="cpu").model
+    step_map = model.step_map(data.trials[0])
+    assert step_map.state.shape == (3,)
+    z = step_map.state[None] + np.array([[0.0, 0.0, 0.0], [0.1, -0.2, 0.3]])
+    eps = 1e-3
+    numeric = np.stack([(step_map.step(z + eps * e) - step_map.step(z - eps * e)) / (2 * eps)
+                        for e in np.eye(3)], axis=-1)
+    np.testing.assert_allclose(step_map.jacobian(z), numeric, atol=2e-3)
+
+
+# -- training through the shared loop -----------------------------------------------------------
+def test_checkpoint_and_resume_are_bit_identical(tmp_path, monkeypatch):
+    from dynid.training import TrainingOptions, TrainingSession
+
+    data = Dataset.from_arrays(rotation(200), dt=1.0, variables=["a", "b"])
+    params = ["epochs=4", "batches=3", "sequence=20", "hidden=8"]
+    whole = api.fit(data, "plrnn", params, seed=5, device="cpu").model
+    counter = itertools.count()
+    with monkeypatch.context() as patch:
+        # Out of time at the third deadline check: two epochs done.
+        patch.setattr(TrainingSession, "out_of_time", lambda self: next(counter) >= 2)
+        cut = api.fit(data, "plrnn", params, seed=5, device="cpu", training=TrainingOptions(
+            max_time_s=60.0, checkpoint_dir=str(tmp_path))).model
+    assert cut.metrics_["stopped"] == "max_time" and cut.metrics_["epochs"] == 2
+    resumed = api.fit(data, "plrnn", params, seed=5, device="cpu", training=TrainingOptions(
+        checkpoint_dir=str(tmp_path), resume=True)).model
+    assert resumed.metrics_["epochs"] == 4
+    for name, value in whole.arrays().items():
+        np.testing.assert_array_equal(resumed.arrays()[name], value, err_msg=name)
+    assert resumed.metrics_["alpha"] == whole.metrics_["alpha"]
+
+
+# -- the AL-RNN's subregions ------------------------------------------------------------------------
+def test_symbolic_coding_compresses_runs():
+    slopes = np.array([[1, 0], [1, 0], [1, 1], [0, 0], [0, 0], [0, 0]], dtype=np.float32)
+    assert symbolic_coding(slopes) == "10*2 11*1 00*3"
+
+
+def test_info_reports_subregions_and_coding(tmp_path, cli):
+    path = tmp_path / "rot.csv"
+    np.savetxt(path, rotation(200), delimiter=",", header="a,b", comments="")
+    model = tmp_path / "rot.dynid"
+    quick = [arg for p in ["epochs=2", "batches=2", "sequence=20", "latent=4", "pwl=2"]
+             for arg in ("-p", p)]
+    fitted = cli("fit", path, "--model", "alrnn", *quick, "--dt", "1", "-o", model, "-q")
+    assert fitted.returncode == 0, fitted.stderr
+    shown = cli("info", model).stdout.decode()
+    coding = next(line for line in shown.splitlines() if "symbolic_coding" in line)
+    runs = coding.split(": ", 1)[1].split()
+    assert all(len(run.split("*")[0]) == 2 and int(run.split("*")[1]) >= 1 for run in runs)
+    visited = next(line for line in shown.splitlines() if "subregions_visited_by_free_run" in line)
+    assert 1 <= int(visited.rsplit(" ", 1)[1]) <= 4
+
+
+# -- options -------------------------------------------------------------------------------------
+@pytest.mark.parametrize("bad", [["alpha=1.5"], ["latent=0"], ["smoothing=4"], ["warmup=-1"],
+                                 ["hidden=0"], ["lr=0"], ["validation=1"]])
+def test_bad_values_are_usage_errors(bad):
+    data = Dataset.from_arrays(rotation(100), dt=1.0, variables=["a", "b"])
+    with pytest.raises(UsageError):
+        api.fit(data, "plrnn", bad, device="cpu")
+
+
+def test_too_few_latents_and_pwl_are_refused():
+    data = Dataset.from_arrays(rotation(100), dt=1.0, variables=["a", "b"])
+    with pytest.raises(UsageError, match="latent"):
+        api.fit(data, "plrnn", ["latent=1", "epochs=1"], device="cpu")
+    with pytest.raises(UsageError, match="pwl"):
+        api.fit(data, "alrnn", ["latent=3", "pwl=4"], device="cpu")
+
+
+def test_importing_the_backends_does_not_import_torch():
+    code = ("import sys, dynid.models.rnn.plrnn, dynid.models.rnn.alrnn; "
+            "assert 'torch' not in sys.modules")
+    subprocess.run([sys.executable, "-c", code], check=True)
