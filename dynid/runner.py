@@ -221,6 +221,7 @@ def _start_worker(threads: int, preload: tuple[str, ...]) -> None:
         pass
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     signal.signal(signal.SIGTERM, _worker_sigterm)
+    sys.unraisablehook = _redeliver_termination
     for module in preload:
         importlib.import_module(module)
 
@@ -253,14 +254,26 @@ def _raise_terminated(signum: int, frame: object) -> None:
     raise Terminated()
 
 
+def _redeliver_termination(unraisable: sys.UnraisableHookArgs) -> None:
+    """``sys.unraisablehook``: a ``Terminated`` raised where Python cannot propagate it (a
+    weakref callback or ``__del__`` that the signal happened to interrupt) would be printed with
+    a traceback and lost; send SIGTERM again instead, so it is raised at the next safe point."""
+    if isinstance(unraisable.exc_value, Terminated):
+        os.kill(os.getpid(), signal.SIGTERM)
+        return
+    sys.__unraisablehook__(unraisable)
+
+
 @contextlib.contextmanager
 def _sigterm_raises() -> Iterator[None]:
     """SIGTERM raises ``Terminated`` in the main thread while a batch runs; restored after."""
     before = signal.signal(signal.SIGTERM, _raise_terminated)
+    hook, sys.unraisablehook = sys.unraisablehook, _redeliver_termination
     try:
         yield
     finally:
         signal.signal(signal.SIGTERM, before)
+        sys.unraisablehook = hook
 
 
 def check_executor(executor: str, scheduler: Optional[str], workers: Optional[int]) -> None:

@@ -58,8 +58,12 @@ class AutoFit:
 
 
 def applicable(backend: type[Backend], data: Dataset) -> str | None:
-    """Why ``backend`` cannot fit ``data`` (None when it can)."""
+    """Why ``backend`` cannot fit ``data`` (None when it can), or why auto does not try it."""
     caps = backend.capabilities
+    if caps.training:
+        # A network trained to its default length takes minutes per fit; auto compares the
+        # backends fitted in closed form or by EM, and a network is asked for by name.
+        return "trains a network (minutes at its defaults); ask for it with --model"
     if data.inputs and not caps.inputs:
         return "does not take inputs"
     if data.dt is None and caps.uniform_steps:

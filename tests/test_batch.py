@@ -263,3 +263,20 @@ def test_workers_run_blas_with_their_share_of_the_cores():
     share = runner.worker_threads(2)
     for _, (omp, blas) in results:
         assert omp == str(share) and blas and all(n == share for n in blas)
+
+
+def test_a_termination_swallowed_by_a_callback_is_delivered_again():
+    """A SIGTERM that lands inside a weakref callback raises where Python can only print it;
+    the hook sends it again (to be raised at the next safe point) instead of printing it."""
+    import types
+
+    from dynid import runner
+
+    received = []
+    before = signal.signal(signal.SIGTERM, lambda signum, frame: received.append(signum))
+    try:
+        runner._redeliver_termination(types.SimpleNamespace(exc_value=runner.Terminated()))
+        time.sleep(0.05)  # the handler runs at the main thread's next check
+    finally:
+        signal.signal(signal.SIGTERM, before)
+    assert received == [signal.SIGTERM]

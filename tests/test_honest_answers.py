@@ -216,6 +216,18 @@ def test_auto_needs_uniform_steps_and_says_which_backends_apply(fast_backends):
     assert applicable(registry.get("dmd"), data) is None
 
 
+def test_auto_leaves_network_backends_to_be_asked_for_by_name():
+    from dynid.models import registry
+    from dynid.selection import applicable
+
+    data = lorenz_dataset(400)
+    trained = [n for n in registry.names() if registry.get(n).capabilities.training]
+    assert {"plrnn", "alrnn", "ltc"} <= set(trained)
+    for name in trained:
+        assert "ask for it with --model" in applicable(registry.get(name), data)
+    assert applicable(registry.get("esn"), data) is None  # a ridge read-out: fitted in closed form
+
+
 def test_auto_budget_keeps_one_scored_backend(fast_backends):
     from dynid.selection import fit_auto
 
