@@ -3,7 +3,6 @@ and their forecasts overlaid on the data."""
 
 from __future__ import annotations
 
-import importlib
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
@@ -11,6 +10,7 @@ import numpy as np
 
 from dynid.data.dataset import Dataset
 from dynid.errors import DynidError
+from dynid.metrics.dsr import power_spectrum_distance, state_space_divergence
 from dynid.metrics.forecast import VPT_THRESHOLD, normalised_error, nrmse, valid_prediction_time
 from dynid.modelfile import ModelFile
 from dynid.report.dynamics import MAX_RESIDUALS, free_run, one_step_residuals
@@ -25,10 +25,12 @@ HEADER = [
     "model", "backend", "one-step NRMSE", "multi-step NRMSE", "VPT", "fit seconds", "parameters",
     "unseen in fitting",
 ]
-# The dynamical-systems-reconstruction measures (column, function name in dynid.metrics.dsr),
-# shown when dynid.metrics provides them: each compares the data (n, d) with a long free run of
-# the model (m, d), lower is better.
-DSR_MEASURES = (("D_stsp", "state_space_divergence"), ("D_H", "hellinger_spectrum_distance"))
+# The dynamical-systems-reconstruction measures by column: each compares the data (n, d) with a
+# long free run of the model (m, d), lower is better (definitions in dynid.metrics.dsr).
+DSR_MEASURES: dict[str, Callable[[np.ndarray, np.ndarray], float]] = {
+    "D_stsp": state_space_divergence,
+    "D_H": power_spectrum_distance,
+}
 SEEN = {True: "no (training data)", False: "yes", None: "unknown"}
 
 
@@ -57,34 +59,14 @@ def parameter_count(model_file: ModelFile) -> int:
     return int(sum(np.size(a) for a in model_file.model.arrays().values()))
 
 
-def dsr_functions() -> dict[str, Callable[[np.ndarray, np.ndarray], float]]:
-    """column -> measure(data, free_run) of the ``DSR_MEASURES`` that ``dynid.metrics.dsr``
-    provides (none when that module is absent)."""
-    try:
-        module = importlib.import_module("dynid.metrics.dsr")
-    except ImportError:
-        return {}
-    return {column: getattr(module, name) for column, name in DSR_MEASURES
-            if callable(getattr(module, name, None))}
-
-
 def dsr_scores(model_file: ModelFile, data: Dataset) -> dict[str, float | None]:
-    """Each available DSR measure of the last trial of ``data`` against a long free run of
-    the model (None where the run diverged); else the value the model file's fit metrics
-    record under the measure's name in lower case (``d_stsp``, ``d_h``), when there is one."""
-    functions = dsr_functions()
-    scores: dict[str, float | None] = {}
-    recorded = model_file.metadata.get("metrics") or {}
-    for column, _ in DSR_MEASURES:
-        if isinstance(recorded.get(column.lower()), (int, float)):
-            scores[column] = float(recorded[column.lower()])
-    if functions:
-        trial = data.trials[-1]
-        run = free_run(model_file.model, trial)
-        finite = bool(np.all(np.isfinite(run)))
-        for column, measure in functions.items():
-            scores[column] = float(measure(trial.x, run)) if finite else None
-    return scores
+    """Each DSR measure of the last trial of ``data`` against a long free run of the model
+    (None where the run diverged)."""
+    trial = data.trials[-1]
+    run = free_run(model_file.model, trial)
+    finite = bool(np.all(np.isfinite(run)))
+    return {column: float(measure(trial.x, run)) if finite else None
+            for column, measure in DSR_MEASURES.items()}
 
 
 def score_model(
@@ -148,7 +130,7 @@ def comparison_section(
             problems.append(f"{path}: {outcome}")
         else:
             scores.append(outcome)
-    dsr_columns = [column for column, _ in DSR_MEASURES if any(column in s.dsr for s in scores)]
+    dsr_columns = [column for column in DSR_MEASURES if any(column in s.dsr for s in scores)]
     rows = [
         (s.path, s.backend, s.one_step, s.multi_step, _vpt_cell(s), *(s.dsr.get(c) for c in dsr_columns),
          s.fit_seconds, s.parameters, s.held_out)

@@ -23,7 +23,7 @@ h1,h2,h3{line-height:1.2}
 h2{border-bottom:1px solid #8888;padding-bottom:.2em;margin-top:2.2em;overflow-wrap:anywhere}
 h3{margin-top:1.5em}
 table{border-collapse:collapse;margin:.4em 0 1em;font-variant-numeric:tabular-nums}
-th,td{border:1px solid #8886;padding:.2em .6em;text-align:left;vertical-align:top;overflow-wrap:anywhere}
+th,td{border:1px solid #8886;padding:.2em .6em;text-align:left;vertical-align:top;overflow-wrap:break-word}
 thead th{background:#8882}
 th[scope=row]{white-space:nowrap;overflow-wrap:normal}
 td.num{text-align:right}
