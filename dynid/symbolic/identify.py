@@ -7,8 +7,9 @@
    criterion (``choice``).
 3. The chosen support refitted on all rows, constants inside nonlinear terms refined
    (``choice.refit``).
-4. Noisy continuous-time data: coefficients and constants refined by multiple shooting, and
-   terms the trajectories' likelihood supports added (``shooting_step``).
+4. Continuous-time data: coefficients and constants refined by multiple shooting (on clean
+   data this removes the finite difference's truncation error), and on noisy data terms the
+   trajectories' likelihood supports added (``shooting_step``).
 5. Uncertainty: a moving-block bootstrap ensemble repeats the whole selection on each bag
    (E-SINDy, ``ensemble``), giving every term an inclusion probability and, re-centred on the
    reported coefficient, a coefficient interval; coefficients step 4 refined get the interval
@@ -35,7 +36,7 @@ from dynid.symbolic.options import SymbolicParams
 from dynid.symbolic.profile import FamilyProfile
 from dynid.symbolic.rows import RegressionRows, regression_rows
 from dynid.symbolic.selection import select
-from dynid.symbolic.shooting_step import shoot, shooting_additions, shooting_applies, shooting_data
+from dynid.symbolic.shooting_step import adds_terms, shoot, shooting_additions, shooting_applies, shooting_data
 from dynid.symbolic.user_terms import parse_user_terms
 
 #: The standard normal's 97.5% quantile: a central 95% interval is +- this many standard errors.
@@ -113,7 +114,7 @@ def _identify(data: Dataset, params: SymbolicParams, seed: int | None, progress:
         steps.start("multiple shooting")
         trials, noise = shooting_data(data)
         shooting = shoot(selected, start, trials, noise)
-        if shooting is not None:
+        if shooting is not None and adds_terms(rows):
             chosen, selected, start, origins, shooting = shooting_additions(
                 chosen, selected, start, origins, rows, params, shooting, trials, noise
             )
