@@ -113,7 +113,7 @@ def _identify(data: Dataset, params: SymbolicParams, seed: int | None, progress:
     if shooting_applies(rows, params):
         steps.start("multiple shooting")
         trials, noise = shooting_data(data)
-        shooting = shoot(selected, start, trials, noise)
+        shooting = shoot(selected, start, trials, noise, rows)
         if shooting is not None and adds_terms(rows):
             chosen, selected, start, origins, shooting = shooting_additions(
                 chosen, selected, start, origins, rows, params, shooting, trials, noise

@@ -102,6 +102,7 @@ def refine_by_shooting(
     support: np.ndarray | None = None,
     states: np.ndarray | None = None,
     segment_samples: int | None = None,
+    enough: float = 0.0,
 ) -> ShootingFit | None:
     """Refine the nonzero entries of ``coefficients`` (d, P; d x/dt = coefficients @ Theta(x, u)
     over ``termset``) and the constants of the terms they multiply by multiple shooting on
@@ -111,7 +112,9 @@ def refine_by_shooting(
     entries to fit (default: the nonzero ones; a zero entry inside it starts at 0). states:
     initial segment states to start from (``ShootingFit.states`` of a fit on the same trials;
     default: the samples). segment_samples: samples per segment (default: one decorrelation
-    time, at least ``MIN_SEGMENT``). A step that moves a constant out of its term's bounds
+    time, at least ``MIN_SEGMENT``). enough: the RMS standardised misfit at which iterating
+    stops (0: until converged; on clean data, where ``noise`` is the precision asked for, 1:
+    the trajectories already match to it, often before the first step). A step that moves a constant out of its term's bounds
     (``Term.bounds``) or across zero is refused. Returns None when nothing can be refined (an
     empty support, no trial as long as one segment, or a trajectory of the starting model that
     leaves the finite numbers).
@@ -124,7 +127,11 @@ def refine_by_shooting(
     if current is None:
         return None
     before, lam, iterations = current.cost, 1e-3, 0
+    count = setup.segments.y.size
     for iterations in range(1, MAX_ITERATIONS + 1):
+        if current.cost <= enough**2 * count:
+            iterations -= 1
+            break
         step_params, step_states = current.step(lam)
         proposal = params + step_params
         trial = problem.evaluate(proposal, states + step_states, substeps) if setup.admissible(proposal) else None
@@ -141,7 +148,6 @@ def refine_by_shooting(
     q = setup.rows.size
     refined = np.zeros_like(setup.coefficients)
     refined[setup.rows, setup.cols] = params[:q]
-    count = setup.segments.y.size
     dof = int(count - params.size - states.size)
     std = np.zeros_like(setup.coefficients)
     std[setup.rows, setup.cols] = current.parameter_std(max(dof, 1))[:q]

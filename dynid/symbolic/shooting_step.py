@@ -25,7 +25,7 @@ from dynid.symbolic.shooting import ShootingFit, predicted_decrease, refine_by_s
 #: Relative precision a noise-free record is fitted to: the noise std shooting weights by is at
 #: least this times a variable's RMS, so the RK4 sub-steps aim at a reachable integration error
 #: (STEP_TOLERANCE of it) instead of the samples' rounding error.
-CLEAN_PRECISION = 1e-9
+CLEAN_PRECISION = 1e-8
 #: Relative truncation error of clean records' finite-difference targets above which shooting
 #: refines them: a tenth of the 1e-6 relative coefficient accuracy aimed at on clean data.
 TRUNCATION_TOLERANCE = 1e-7
@@ -59,9 +59,14 @@ def adds_terms(rows: RegressionRows) -> bool:
     return not _clean(rows)
 
 
-def shoot(termset: TermSet, coefficients: np.ndarray, trials: list[Trial], noise: np.ndarray) -> ShootingFit | None:
-    """``shooting.refine_by_shooting`` of the selected terms; None if it could not run."""
-    fit = refine_by_shooting(termset, coefficients, trials, noise)
+def shoot(
+    termset: TermSet, coefficients: np.ndarray, trials: list[Trial], noise: np.ndarray, rows: RegressionRows
+) -> ShootingFit | None:
+    """``shooting.refine_by_shooting`` of the selected terms; None if it could not run. On clean
+    data it stops once the trajectories match to ``CLEAN_PRECISION`` (densely sampled records
+    often do from the start: Duffing on 5000 samples took 25 iterations, 188 s on the loaded
+    machine, for coefficients already within 1e-7)."""
+    fit = refine_by_shooting(termset, coefficients, trials, noise, enough=1.0 if _clean(rows) else 0.0)
     return fit if fit is not None and np.all(np.isfinite(fit.coefficients)) else None
 
 
