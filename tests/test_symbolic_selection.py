@@ -13,6 +13,7 @@ from dynid.symbolic.ensemble import (
     bagging,
     default_block_length,
     moving_block_indices,
+    pivot_interval,
 )
 from dynid.symbolic.folds import train_validation_split
 from dynid.symbolic.selection import information_criterion, select
@@ -200,6 +201,21 @@ def test_bagging_inclusion_and_intervals_on_a_noisy_problem():
     assert not result.coef_median[never].any() and not result.coef_high[never].any()
     again = bagging(theta, y, held_out_select, n_models=40, rng=0, out_of_bag=True)
     np.testing.assert_array_equal(again.coefs, result.coefs)  # seeded: reproducible
+
+
+def test_pivot_interval_is_centred_on_the_estimate_and_reflects_the_ensemble():
+    rng = np.random.default_rng(0)
+    # Bags sitting off the estimate (another estimator's offset), right-skewed, and a term not
+    # offered to any bag.
+    coefs = np.column_stack([1.0 + rng.exponential(0.1, 400), np.full(400, np.nan)])
+    estimate = np.array([0.5, 2.0])
+    low, median, high = np.percentile(coefs[:, 0], [2.5, 50, 97.5])
+    assert not low <= estimate[0] <= high  # the ensemble's own percentiles exclude the estimate
+    interval = pivot_interval(estimate, coefs)
+    np.testing.assert_allclose(interval[0], [0.5 - (high - median), 0.5 + (median - low)])
+    assert interval[0, 0] < 0.5 < interval[0, 1]
+    assert 0.5 - interval[0, 0] > 2 * (interval[0, 1] - 0.5)  # the long right tail: long left arm
+    np.testing.assert_array_equal(interval[1], [2.0, 2.0])
 
 
 def test_moving_block_bootstrap_rows():

@@ -25,8 +25,8 @@ class Symbolic(EquationBackend):
 
     Fitted state: ``coefficients_`` (d, P) in units of dx/dt (or x) per term value, over the P
     terms of ``termset_`` (coordinates x0.., u0..); ``inclusion_`` (d, P) bootstrap inclusion
-    probabilities and ``interval_`` (d, P, 2) 2.5/97.5 % coefficient percentiles (zeros when
-    the ensemble is off); ``metrics_["equations"]``: per-equation library, held-out criterion
+    probabilities and ``interval_`` (d, P, 2) 95 % coefficient intervals containing the
+    coefficient (``symbolic.identify._add_uncertainty``; zeros when the ensemble is off); ``metrics_["equations"]``: per-equation library, held-out criterion
     and R^2, Pareto front (complexity vs held-out error).
     """
 

@@ -7,11 +7,13 @@
    criterion (``choice``).
 3. The chosen support refitted on all rows, constants inside nonlinear terms refined
    (``choice.refit``).
-4. Noisy continuous-time data: coefficients and constants refined by multiple shooting, and
-   terms the trajectories' likelihood supports added (``shooting_step``).
+4. Continuous-time data: coefficients and constants refined by multiple shooting (on clean
+   data this removes the finite difference's truncation error), and on noisy data terms the
+   trajectories' likelihood supports added (``shooting_step``).
 5. Uncertainty: a moving-block bootstrap ensemble repeats the whole selection on each bag
-   (E-SINDy, ``ensemble``), giving every term an inclusion probability and a coefficient
-   interval (centred on the reported coefficient when step 4 moved it).
+   (E-SINDy, ``ensemble``), giving every term an inclusion probability and, re-centred on the
+   reported coefficient, a coefficient interval; coefficients step 4 refined get the interval
+   of that fit instead (``_add_uncertainty``).
 
 Here the steps are put together, and every equation's terms merged into one term list.
 """
@@ -27,15 +29,18 @@ from threadpoolctl import threadpool_limits
 from dynid.data.dataset import Dataset
 from dynid.runtime import Progress, SilentProgress, Steps
 from dynid.symbolic.choice import EquationChoice, EvaluatedLibrary, choose_equations, refit
-from dynid.symbolic.ensemble import bagging
+from dynid.symbolic.ensemble import bagging, pivot_interval
 from dynid.symbolic.folds import make_folds
 from dynid.symbolic.library import CustomLibrary, Term, TermSet, parse_library_spec
 from dynid.symbolic.options import SymbolicParams
 from dynid.symbolic.profile import FamilyProfile
 from dynid.symbolic.rows import RegressionRows, regression_rows
 from dynid.symbolic.selection import select
-from dynid.symbolic.shooting_step import shoot, shooting_additions, shooting_applies, shooting_data
+from dynid.symbolic.shooting_step import adds_terms, shoot, shooting_additions, shooting_applies, shooting_data
 from dynid.symbolic.user_terms import parse_user_terms
+
+#: The standard normal's 97.5% quantile: a central 95% interval is +- this many standard errors.
+NORMAL_95 = 1.959963984540054
 
 # Libraries tried by library="auto", as parse_library_spec strings, simplest first.
 AUTO_LIBRARIES = (
@@ -108,8 +113,8 @@ def _identify(data: Dataset, params: SymbolicParams, seed: int | None, progress:
     if shooting_applies(rows, params):
         steps.start("multiple shooting")
         trials, noise = shooting_data(data)
-        shooting = shoot(selected, start, trials, noise)
-        if shooting is not None:
+        shooting = shoot(selected, start, trials, noise, rows)
+        if shooting is not None and adds_terms(rows):
             chosen, selected, start, origins, shooting = shooting_additions(
                 chosen, selected, start, origins, rows, params, shooting, trials, noise
             )
@@ -121,23 +126,21 @@ def _identify(data: Dataset, params: SymbolicParams, seed: int | None, progress:
         dtype=int,
     )
     final = TermSet([_plain_term(e) for e in expressions], data.n_variables, data.n_inputs)
-    placed = []  # per equation: {library column -> final column}, how far shooting moved each
-    for i, origin in enumerate(origins):
-        shift = np.zeros(len(final))
-        shift[columns[list(origin)]] = coefficients[i, list(origin)] - start[i, list(origin)]
-        placed.append(({k: int(columns[j]) for j, k in origin.items()}, shift))
-    coefficients = np.vstack([np.bincount(columns, weights=row, minlength=len(final)) for row in coefficients])
+    mappings = [{k: int(columns[j]) for j, k in origin.items()} for origin in origins]
+    coefficients = _on_final(coefficients, columns, len(final))
+    std = None if shooting is None else _on_final(shooting.coefficient_std, columns, len(final))
     theta_val = rows.theta(final)[val] if len(final) else np.zeros((int(val.sum()), 0))
     equations = []
-    for i, (choice, (mapping, shift)) in enumerate(zip(chosen, placed)):
+    for i, (choice, mapping) in enumerate(zip(chosen, mappings)):
         ensemble = None
         if params.ensemble:
             steps.start(f"{names[i]}: ensemble of {params.ensemble}")
             ensemble = _ensemble(choice, rows.targets[:, i], params, i, seed)
             steps.finish(f"ensemble of {names[i]}")
-        equations.append(
-            _equation_result(choice, mapping, ensemble, shift, theta_val @ coefficients[i], rows.targets[val, i])
-        )
+        result = _equation_result(choice, theta_val @ coefficients[i], rows.targets[val, i])
+        if ensemble is not None:
+            _add_uncertainty(result, mapping, ensemble, coefficients[i], None if std is None else std[i])
+        equations.append(result)
     metrics = {
         "formulation": rows.formulation,
         **rows.details,
@@ -194,6 +197,12 @@ def _selected_terms(
     return selected, coefficients, origins
 
 
+def _on_final(values: np.ndarray, columns: np.ndarray, p: int) -> np.ndarray:
+    """values (d, P) over the selected terms summed onto the final term list's p columns
+    (``columns`` (P,): each selected term's final column)."""
+    return np.vstack([np.bincount(columns, weights=row, minlength=p) for row in values])
+
+
 def _plain_term(expression: str) -> Term:
     return Term(expression, (), "custom")
 
@@ -201,9 +210,10 @@ def _plain_term(expression: str) -> Term:
 def _ensemble(
     choice: EquationChoice, y: np.ndarray, params: SymbolicParams, i: int, seed: int | None
 ) -> tuple[np.ndarray, np.ndarray]:
-    """E-SINDy: (inclusion probability (p,), interval (p, 2)) over the library's columns, from
-    the whole selection repeated on moving-block bootstrap bags (held out: out-of-bag rows);
-    equation ``i`` draws its bags from ``seed + 7919 i``."""
+    """E-SINDy: (inclusion probability (p,), every bag's coefficients (n_models, p), NaN off the
+    columns the selection was offered) over the library's p columns, from the whole selection
+    repeated on moving-block bootstrap bags (held out: out-of-bag rows); equation ``i`` draws
+    its bags from ``seed + 7919 i``."""
     columns = choice.columns
 
     def fit(theta_bag, y_bag, theta_oob, y_oob):  # type: ignore[no-untyped-def]
@@ -217,21 +227,15 @@ def _ensemble(
     rng = None if seed is None else seed + 7919 * i
     result = bagging(theta, y, fit, n_models=params.ensemble, rng=rng, out_of_bag=True)
     p = len(choice.termset)
-    inclusion, interval = np.zeros(p), np.zeros((p, 2))
+    inclusion, coefs = np.zeros(p), np.full((result.n_models, p), np.nan)
     inclusion[columns] = result.inclusion_probability
-    interval[columns, 0] = result.coef_low
-    interval[columns, 1] = result.coef_high
-    return inclusion, interval
+    coefs[:, columns] = result.coefs
+    return inclusion, coefs
 
 
-def _equation_result(
-    choice: EquationChoice,
-    mapping: dict[int, int],
-    ensemble: tuple[np.ndarray, np.ndarray] | None,
-    shift: np.ndarray,
-    predicted: np.ndarray,
-    observed: np.ndarray,
-) -> EquationResult:
+def _equation_result(choice: EquationChoice, predicted: np.ndarray, observed: np.ndarray) -> EquationResult:
+    """The equation's library, criterion, held-out R^2 of ``predicted`` against ``observed``
+    (validation rows) and Pareto front; no uncertainty yet (``_add_uncertainty``)."""
     variance = float(np.var(observed))
     r2 = 1.0 - float(np.mean((observed - predicted) ** 2)) / variance if variance > 0 else float("nan")
     names = choice.termset.names
@@ -244,10 +248,34 @@ def _equation_result(
         }
         for c in choice.selection.pareto
     ]
-    inclusion = interval = None
-    if ensemble is not None:  # shift: how far the shooting moved each final coefficient
-        inclusion, interval = np.zeros(shift.size), np.zeros((shift.size, 2))
-        for k, column in mapping.items():
-            inclusion[column] = ensemble[0][k]
-            interval[column] = ensemble[1][k] + shift[column]
-    return EquationResult(choice.library.spec, float(choice.selection.best.criterion), r2, pareto, inclusion, interval)
+    return EquationResult(choice.library.spec, float(choice.selection.best.criterion), r2, pareto)
+
+
+def _add_uncertainty(
+    result: EquationResult,
+    mapping: dict[int, int],
+    ensemble: tuple[np.ndarray, np.ndarray],
+    coefficients: np.ndarray,
+    std: np.ndarray | None,
+) -> None:
+    """Inclusion probabilities and 95% intervals (final columns) of one equation whose reported
+    coefficients (P,) came from the equation-error fit (``std`` None) or from multiple shooting
+    (``std`` (P,), their standard errors). ``mapping``: {library column: final column}.
+
+    Each interval comes from the estimator that produced the coefficient, and contains it:
+    the bootstrap ensemble re-centred on the coefficient (``ensemble.pivot_interval``) for the
+    equation-error fit, whose selection the bags repeat; for shooting, the estimate +- 1.96
+    standard errors of that maximum-likelihood fit, since the bags' equation-error estimator
+    is a different and (under noise) less efficient one, whose spread would misstate the
+    reported coefficient's."""
+    inclusion, coefs = ensemble
+    library, final = list(mapping), list(mapping.values())
+    result.inclusion_probability = np.zeros(coefficients.size)
+    result.inclusion_probability[final] = inclusion[library]
+    result.interval = np.zeros((coefficients.size, 2))
+    estimate = coefficients[final]
+    if std is None:
+        result.interval[final] = pivot_interval(estimate, coefs[:, library])
+    else:
+        half = NORMAL_95 * std[final]
+        result.interval[final] = np.column_stack([estimate - half, estimate + half])

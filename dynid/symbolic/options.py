@@ -29,7 +29,7 @@ class SymbolicParams(Hyperparameters):
     ensemble: int = param(20, "bootstrap models for inclusion probabilities and intervals (0: none)")
     discrete: bool = param(False, "discrete-time map x[k+1] = f(x[k], u[k]) instead of an ODE")
     refine: bool = param(True, "refine constants inside nonlinear terms (x/(c+x)) by nonlinear least squares")
-    shooting: bool = param(True, "noisy continuous-time data: refit coefficients and constants to simulated trajectories (multiple shooting) and add terms their likelihood supports")
+    shooting: bool = param(True, "continuous-time data: refit coefficients and constants to simulated trajectories (multiple shooting); on noisy data also add terms their likelihood supports")
     jobs: int = param(1, "worker processes for the per-equation sweeps (0: one per CPU); results do not depend on it")
 
     def __post_init__(self) -> None:

@@ -61,7 +61,9 @@ class ShootingFit:
     misfit_before / misfit_after: RMS of the noise-standardised residuals (about 1 when the
     model reproduces the samples to within their noise); cost: their sum of squares at the end
     (-2 log-likelihood up to a constant, over ``residuals`` values, of which ``dof`` remain
-    after the fitted coefficients, constants and segment states).
+    after the fitted coefficients, constants and segment states). coefficient_std (d, P): the
+    standard error of each fitted coefficient (0 off the support), from the Gauss-Newton
+    curvature of the misfit with the segment states profiled out (``_Normal.parameter_std``).
     """
 
     coefficients: np.ndarray
@@ -77,6 +79,7 @@ class ShootingFit:
     residuals: int
     dof: int
     states: np.ndarray  # (segments, d) fitted initial states, to start a related fit from
+    coefficient_std: np.ndarray
 
     def details(self) -> dict[str, Any]:
         return {
@@ -99,6 +102,7 @@ def refine_by_shooting(
     support: np.ndarray | None = None,
     states: np.ndarray | None = None,
     segment_samples: int | None = None,
+    enough: float = 0.0,
 ) -> ShootingFit | None:
     """Refine the nonzero entries of ``coefficients`` (d, P; d x/dt = coefficients @ Theta(x, u)
     over ``termset``) and the constants of the terms they multiply by multiple shooting on
@@ -108,7 +112,9 @@ def refine_by_shooting(
     entries to fit (default: the nonzero ones; a zero entry inside it starts at 0). states:
     initial segment states to start from (``ShootingFit.states`` of a fit on the same trials;
     default: the samples). segment_samples: samples per segment (default: one decorrelation
-    time, at least ``MIN_SEGMENT``). A step that moves a constant out of its term's bounds
+    time, at least ``MIN_SEGMENT``). enough: the RMS standardised misfit at which iterating
+    stops (0: until converged; on clean data, where ``noise`` is the precision asked for, 1:
+    the trajectories already match to it, often before the first step). A step that moves a constant out of its term's bounds
     (``Term.bounds``) or across zero is refused. Returns None when nothing can be refined (an
     empty support, no trial as long as one segment, or a trajectory of the starting model that
     leaves the finite numbers).
@@ -121,7 +127,11 @@ def refine_by_shooting(
     if current is None:
         return None
     before, lam, iterations = current.cost, 1e-3, 0
+    count = setup.segments.y.size
     for iterations in range(1, MAX_ITERATIONS + 1):
+        if current.cost <= enough**2 * count:
+            iterations -= 1
+            break
         step_params, step_states = current.step(lam)
         proposal = params + step_params
         trial = problem.evaluate(proposal, states + step_states, substeps) if setup.admissible(proposal) else None
@@ -138,7 +148,9 @@ def refine_by_shooting(
     q = setup.rows.size
     refined = np.zeros_like(setup.coefficients)
     refined[setup.rows, setup.cols] = params[:q]
-    count = setup.segments.y.size
+    dof = int(count - params.size - states.size)
+    std = np.zeros_like(setup.coefficients)
+    std[setup.rows, setup.cols] = current.parameter_std(max(dof, 1))[:q]
     return ShootingFit(
         refined,
         {**termset.constants, **dict(zip(setup.names, map(float, params[q:])))},
@@ -151,8 +163,9 @@ def refine_by_shooting(
         float(np.sqrt(current.cost / count)),
         float(current.cost),
         int(count),
-        int(count - params.size - states.size),
+        dof,
         states,
+        std,
     )
 
 
@@ -368,6 +381,18 @@ class _Normal:
         step_beta = np.linalg.lstsq(schur, rhs, rcond=None)[0]
         step_states = -(solved_g + np.einsum("sdq,q->sd", solved_W, step_beta))
         return step_beta, step_states
+
+    def parameter_std(self, dof: int) -> np.ndarray:
+        """Standard errors (n,) of the parameters at a minimum of the misfit: the square roots of
+        the diagonal of s^2 S^-1, S = V - W^T U^-1 W the Schur complement (the curvature with
+        every segment's state profiled out, i.e. the inverse of the parameter block of
+        (J^T J)^-1) and s^2 = cost / dof the residual variance per degree of freedom, so a
+        misestimated noise level does not shrink or widen them (the asymptotic covariance of
+        the maximum-likelihood estimate under white measurement noise)."""
+        solved_W = np.linalg.solve(self.U, self.W)
+        schur = self.V - np.einsum("sdq,sdr->qr", self.W, solved_W)
+        variance = np.diag(np.linalg.pinv(schur)) * self.cost / dof
+        return np.sqrt(np.maximum(variance, 0.0))
 
 
 class _Problem:
