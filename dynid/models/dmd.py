@@ -18,10 +18,10 @@ from typing import Any
 import numpy as np
 
 from dynid.data.dataset import Dataset, Trial
-from dynid.errors import DataError, UsageError
+from dynid.errors import DataError
 from dynid.linear.design import lagged_design, trial_arrays
+from dynid.linear.dmd import dmdc, exact_dmd
 from dynid.linear.dynamics import rollout, sort_by_modulus
-from dynid.linear.rank import numerical_rank, optimal_hard_threshold_rank
 from dynid.metrics.forecast import one_step_metrics
 from dynid.models.base import Backend, Capabilities, Hyperparameters, expect_array, param
 
@@ -81,11 +81,11 @@ class DMD(Backend):
         y = design.targets.T  # (d, N) states x_{k+1}
         if trials_u is not None:
             omega = design.regressors.T  # (d + m, N) stacked [x_k; u_k]
-            operators, rank, input_rank = _dmdc(y, omega, d, params)
+            operators, rank, input_rank = dmdc(y, omega, d, params.rank, params.input_rank)
             self.metrics_ = {"rank": rank, "input_rank": input_rank}
         else:
             x = design.regressors.T  # (d, N) states x_k
-            operators, rank = _exact_dmd(x, y, params)
+            operators, rank = exact_dmd(x, y, params.rank)
             self.metrics_ = {"rank": rank}
         self.A_, self.B_ = operators.a, operators.b
         self._set_spectrum(operators.reduced, operators.lift)
@@ -150,78 +150,3 @@ class DMD(Backend):
         """The discrete-time (per step) DMD eigenvalues, (r,) complex."""
         self._check_fitted()
         return self.eigenvalues_
-
-
-# -- the two algorithms --------------------------------------------------------------------------
-@dataclass(frozen=True)
-class _Operators:
-    """A (d, d), B (d, m); reduced (r, r) operator and lift (d, r) with A lift = lift reduced,
-    so an eigenvector w of ``reduced`` gives the mode ``lift @ w`` of A."""
-
-    a: np.ndarray
-    b: np.ndarray
-    reduced: np.ndarray
-    lift: np.ndarray
-
-
-def _choose_rank(
-    requested: int | None, s: np.ndarray, shape: tuple[int, int], what: str
-) -> int:
-    """The requested rank, checked against the data, or the optimal hard threshold's."""
-    numerical = numerical_rank(s, shape)
-    if numerical == 0:
-        raise DataError("the snapshot matrix is zero; DMD needs data that vary")
-    if requested is None:
-        return optimal_hard_threshold_rank(s, shape)
-    limit = min(shape)
-    if requested > limit:
-        raise UsageError(
-            f"-p {what}={requested} exceeds the largest possible, {limit}; choose at most {limit}"
-        )
-    # Singular values at round-off level would blow up their inverse: never keep them.
-    return min(requested, numerical)
-
-
-def _exact_dmd(x: np.ndarray, y: np.ndarray, params: DMDParams) -> tuple[_Operators, int]:
-    """Tu et al.'s exact DMD: A = Y V_r S_r^-1 U_r^T from the rank-r SVD X = U S V^T.
-
-    x, y: (d, N) snapshots at k and k+1. The reduced operator is U_r^T Y V_r S_r^-1 (r, r);
-    its eigenvalues are the nonzero eigenvalues of A and Y V_r S_r^-1 w are the exact modes.
-    """
-    u, s, vt = np.linalg.svd(x, full_matrices=False)
-    r = _choose_rank(params.rank, s, x.shape, "rank")
-    lift = y @ vt[:r].T / s[:r]  # (d, r)
-    basis = u[:, :r]
-    operators = _Operators(
-        a=lift @ basis.T, b=np.zeros((x.shape[0], 0)), reduced=basis.T @ lift, lift=lift
-    )
-    return operators, r
-
-
-def _dmdc(
-    y: np.ndarray, omega: np.ndarray, d: int, params: DMDParams
-) -> tuple[_Operators, int, int]:
-    """Proctor et al.'s DMDc with unknown B.
-
-    y: (d, N) states at k+1; omega: (d + m, N) stacked [x_k; u_k].
-    [A B] = Y V~ S~^-1 U~^T from the rank-p SVD of omega; both are then projected onto the
-    leading r left singular vectors U^ of Y (the output space): reduced = U^T A U^,
-    A = U^ reduced U^T, B = U^ U^T B. With r = d no projection is needed.
-    Returns the operators, r and p.
-    """
-    uo, so, vto = np.linalg.svd(omega, full_matrices=False)
-    uy, sy, _ = np.linalg.svd(y, full_matrices=False)
-    r = _choose_rank(params.rank, sy, y.shape, "rank")
-    p = _choose_rank(params.input_rank, so, omega.shape, "input_rank")
-    if params.input_rank is None:
-        # Fewer than r input-space directions would leave zero eigenvalues in the r modes.
-        p = min(max(p, r), numerical_rank(so, omega.shape))
-    gain = (y @ vto[:p].T / so[:p]) @ uo[:, :p].T  # (d, d + m) = [A B]
-    a, b = gain[:, :d], gain[:, d:]
-    if r < d:
-        basis = uy[:, :r]
-        reduced = basis.T @ a @ basis
-        a, b = basis @ reduced @ basis.T, basis @ (basis.T @ b)
-    else:
-        basis, reduced = np.eye(d), a
-    return _Operators(a=a, b=b, reduced=reduced, lift=basis), r, p
