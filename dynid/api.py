@@ -76,7 +76,8 @@ def fit(
     chosen = resolve_device(device, f"the {model} backend", backend.capabilities.cuda)
     seed_everything(seed)
     started = time.perf_counter()
-    fitted = backend(hyper).fit(data, seed=seed, device=chosen, progress=progress)
+    fitted = backend(hyper).fit(data, seed=seed, device=chosen, progress=progress,
+                                training=training)
     seconds = time.perf_counter() - started
     return FitResult(fitted, describe_fit(fitted, data, seed=seed, device=chosen, fit_seconds=seconds))
 

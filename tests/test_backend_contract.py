@@ -38,6 +38,9 @@ CONTRACT_PARAMS: dict[str, list[str]] = {
     "lds": ["latent=4", "max_iter=20"],
     "hmm": ["states=2", "restarts=1"],
     "arhmm": ["states=2", "restarts=1"],
+    "node": ["width=8", "depth=1", "segment=4", "epochs=2", "batch=256"],
+    "phnn": ["width=8", "depth=1", "segment=4", "epochs=2", "batch=256"],
+    "hnn": ["width=8", "depth=1", "segment=4", "epochs=2", "batch=256"],
 }
 N_SAMPLES = 300
 HORIZON = 25

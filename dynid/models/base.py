@@ -17,6 +17,7 @@ import numpy as np
 from dynid.data.dataset import Dataset, Trial
 from dynid.errors import DataError, UsageError
 from dynid.params import Hyperparameters, param
+from dynid.training import TrainingOptions
 
 __all__ = [
     "Backend",
@@ -98,8 +99,14 @@ class Backend(ABC):
         seed: int | None = None,
         device: str = "cpu",
         progress: Any = None,
+        training: TrainingOptions | None = None,
     ) -> Backend:
-        """Learn from ``data``; returns self. Raises DataError if the data do not suit."""
+        """Learn from ``data``; returns self. Raises DataError if the data do not suit.
+
+        training: ``--max-time``, checkpoints, ``--resume``, threads and the progress display,
+        for backends that train a network (``capabilities.training``; they read it as
+        ``self.training_options`` in ``_fit``).
+        """
         caps = self.capabilities
         if caps.uniform_steps and data.dt is None:
             raise DataError(
@@ -113,6 +120,7 @@ class Backend(ABC):
         self.variables_ = tuple(data.variables)
         self.inputs_ = tuple(data.inputs)
         self.dt_ = data.dt if data.dt is not None else _median_step(data)
+        self.training_options = training if training is not None else TrainingOptions()
         self._fit(data, seed=seed, device=device, progress=progress)
         return self
 

@@ -20,6 +20,9 @@ _BACKENDS: dict[str, str] = {
     "hmm": "dynid.models.latent.hmm:HMM",
     "arhmm": "dynid.models.latent.hmm:ARHMM",
     "koopman": "dynid.models.operator.koopman:Koopman",
+    "node": "dynid.models.continuous.node:NODE",
+    "phnn": "dynid.models.continuous.phnn:PHNN",
+    "hnn": "dynid.models.continuous.hnn:HNN",
 }
 
 
