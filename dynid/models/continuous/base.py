@@ -178,7 +178,7 @@ class ContinuousBackend(Backend):
                   ) -> np.ndarray:
         """Integrate from the last history sample over ``steps`` steps of dt; inputs run
         linearly from the history's last row through ``future_inputs`` (one row per step)."""
-        z = self.trajectory((history.x[-1] - self.center_) / self.scale_, steps,
+        z = self._trajectory((history.x[-1] - self.center_) / self.scale_, steps,
                             self._controls(history, future_inputs))
         return z[1:] * self.scale_ + self.center_
 
@@ -188,7 +188,7 @@ class ContinuousBackend(Backend):
         u = np.vstack([history.u[-1:], future_inputs])
         return (u - self.input_center_) / self.input_scale_
 
-    def trajectory(self, z0: np.ndarray, steps: int, controls: np.ndarray | None = None
+    def _trajectory(self, z0: np.ndarray, steps: int, controls: np.ndarray | None = None
                    ) -> np.ndarray:
         """Standardised states (steps + 1, d) every dt from z0 (d,); controls (steps + 1, m)."""
         import torch
