@@ -12,18 +12,17 @@ fine up to a few hundred variables.
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
 from dynid.data.dataset import Dataset, Trial
-from dynid.errors import DataError, UsageError
+from dynid.errors import DataError
 from dynid.linear.design import lagged_design, trial_arrays
+from dynid.linear.dmd import SnapshotFactors, dmdc_of, exact_dmd_of
 from dynid.linear.dynamics import rollout, sort_by_modulus
 from dynid.linear.moments import LaggedMoments
-from dynid.linear.rank import numerical_rank, optimal_hard_threshold_rank
 from dynid.metrics.forecast import one_step_metrics, one_step_metrics_from_sums
 from dynid.models.base import Backend, Capabilities, Hyperparameters, expect_array, param
 
@@ -81,8 +80,8 @@ class DMD(Backend):
             raise DataError(f"{data.source}: DMD needs at least one trial with 2 samples")
         y = design.targets.T  # (d, N) states x_{k+1}
         snapshots = design.regressors.T  # (d + m, N) stacked [x_k; u_k], or (d, N) x_k
-        targets = _Factors.of(y, y) if trials_u is not None else None
-        self._fit_factors(_Factors.of(snapshots, y), targets, params)
+        targets = SnapshotFactors.of(y, y) if trials_u is not None else None
+        self._fit_factors(SnapshotFactors.of(snapshots, y), targets, params)
         predictions = design.regressors @ np.hstack([self.A_, self.B_]).T
         self.metrics_.update(one_step_metrics(design.targets, predictions))
         self.metrics_["n_pairs"] = design.n_rows
@@ -99,22 +98,23 @@ class DMD(Backend):
         design = moments.design(1)
         if design.n < 1:
             raise DataError("DMD needs at least one trial with 2 samples")
-        targets = _Factors.from_gram(design.yty, design.yty, design.n) if self.inputs_ else None
-        self._fit_factors(_Factors.from_gram(design.ztz, design.zty.T, design.n), targets, params)
+        targets = SnapshotFactors.from_gram(design.yty, design.yty, design.n) if self.inputs_ else None
+        self._fit_factors(SnapshotFactors.from_gram(design.ztz, design.zty.T, design.n), targets, params)
         gain = np.hstack([self.A_, self.B_])  # (d, k) one-step predictions = Z gain'
         cross = gain @ design.zty
         sse = np.diag(design.yty - cross - cross.T + gain @ design.ztz @ gain.T)
         self.metrics_.update(one_step_metrics_from_sums(np.clip(sse, 0.0, None), design.target_sst, design.n))
         self.metrics_["n_pairs"] = design.n
 
-    def _fit_factors(self, snapshots: _Factors, targets: _Factors | None, params: DMDParams) -> None:
+    def _fit_factors(self, snapshots: SnapshotFactors, targets: SnapshotFactors | None, params: DMDParams) -> None:
         """Operators and spectrum from the factors of the snapshot matrix (and, with inputs, of
         the target matrix): exact DMD without inputs, DMDc with them."""
         if targets is not None:
-            operators, rank, input_rank = _dmdc(targets, snapshots, self.n_variables, params)
+            operators, rank, input_rank = dmdc_of(targets, snapshots, self.n_variables, params.rank,
+                                                 params.input_rank)
             self.metrics_ = {"rank": rank, "input_rank": input_rank}
         else:
-            operators, rank = _exact_dmd_of(snapshots, params)
+            operators, rank = exact_dmd_of(snapshots, params.rank)
             self.metrics_ = {"rank": rank}
         self.A_, self.B_ = operators.a, operators.b
         self._set_spectrum(operators.reduced, operators.lift)
@@ -177,108 +177,3 @@ class DMD(Backend):
         self._check_fitted()
         return self.eigenvalues_
 
-
-# -- the two algorithms --------------------------------------------------------------------------
-@dataclass(frozen=True)
-class _Operators:
-    """A (d, d), B (d, m); reduced (r, r) operator and lift (d, r) with A lift = lift reduced,
-    so an eigenvector w of ``reduced`` gives the mode ``lift @ w`` of A."""
-
-    a: np.ndarray
-    b: np.ndarray
-    reduced: np.ndarray
-    lift: np.ndarray
-
-
-def _choose_rank(
-    requested: int | None, s: np.ndarray, shape: tuple[int, int], what: str
-) -> int:
-    """The requested rank, checked against the data, or the optimal hard threshold's."""
-    numerical = numerical_rank(s, shape)
-    if numerical == 0:
-        raise DataError("the snapshot matrix is zero; DMD needs data that vary")
-    if requested is None:
-        return optimal_hard_threshold_rank(s, shape)
-    limit = min(shape)
-    if requested > limit:
-        raise UsageError(
-            f"-p {what}={requested} exceeds the largest possible, {limit}; choose at most {limit}"
-        )
-    # Singular values at round-off level would blow up their inverse: never keep them.
-    return min(requested, numerical)
-
-
-@dataclass(frozen=True)
-class _Factors:
-    """What DMD uses of a snapshot matrix M (q, N) and the targets Y (d, N): the left singular
-    vectors ``u`` (q, q') and singular values ``s`` (q',) of M, its ``shape``, and
-    ``targets_on_right(r)`` = Y V_r S_r^-1 (d, r), V_r the leading r right singular vectors."""
-
-    u: np.ndarray
-    s: np.ndarray
-    shape: tuple[int, int]
-    targets_on_right: Callable[[int], np.ndarray]
-
-    @classmethod
-    def of(cls, m: np.ndarray, y: np.ndarray) -> _Factors:
-        """From the matrices themselves (SVD)."""
-        u, s, vt = np.linalg.svd(m, full_matrices=False)
-        return cls(u, s, m.shape, lambda r: y @ vt[:r].T / s[:r])
-
-    @classmethod
-    def from_gram(cls, gram: np.ndarray, cross: np.ndarray, n: int) -> _Factors:
-        """From M M' (q, q), Y M' (d, q) and N, as running sums give them: M M' = U S^2 U', and
-        Y V_r S_r^-1 = Y M' U_r S_r^-2."""
-        values, vectors = np.linalg.eigh(gram)
-        s = np.sqrt(np.clip(values[::-1], 0.0, None))
-        u = vectors[:, ::-1]
-        return cls(u, s, (gram.shape[0], n), lambda r: cross @ u[:, :r] / s[:r] ** 2)
-
-
-def _exact_dmd(x: np.ndarray, y: np.ndarray, params: DMDParams) -> tuple[_Operators, int]:
-    """Exact DMD of the (d, N) snapshots ``x`` at k and ``y`` at k+1 (see ``_exact_dmd_of``)."""
-    return _exact_dmd_of(_Factors.of(x, y), params)
-
-
-def _exact_dmd_of(x: _Factors, params: DMDParams) -> tuple[_Operators, int]:
-    """Tu et al.'s exact DMD: A = Y V_r S_r^-1 U_r^T from the rank-r SVD X = U S V^T.
-
-    x: the factors of the (d, N) snapshots at k, with Y those at k+1. The reduced operator is
-    U_r^T Y V_r S_r^-1 (r, r); its eigenvalues are the nonzero eigenvalues of A and
-    Y V_r S_r^-1 w are the exact modes.
-    """
-    r = _choose_rank(params.rank, x.s, x.shape, "rank")
-    lift = x.targets_on_right(r)  # (d, r)
-    basis = x.u[:, :r]
-    operators = _Operators(
-        a=lift @ basis.T, b=np.zeros((x.shape[0], 0)), reduced=basis.T @ lift, lift=lift
-    )
-    return operators, r
-
-
-def _dmdc(
-    y: _Factors, omega: _Factors, d: int, params: DMDParams
-) -> tuple[_Operators, int, int]:
-    """Proctor et al.'s DMDc with unknown B.
-
-    y: the factors of the (d, N) states at k+1; omega: those of the (d + m, N) stacked
-    [x_k; u_k], with Y the states at k+1.
-    [A B] = Y V~ S~^-1 U~^T from the rank-p SVD of omega; both are then projected onto the
-    leading r left singular vectors U^ of Y (the output space): reduced = U^T A U^,
-    A = U^ reduced U^T, B = U^ U^T B. With r = d no projection is needed.
-    Returns the operators, r and p.
-    """
-    r = _choose_rank(params.rank, y.s, y.shape, "rank")
-    p = _choose_rank(params.input_rank, omega.s, omega.shape, "input_rank")
-    if params.input_rank is None:
-        # Fewer than r input-space directions would leave zero eigenvalues in the r modes.
-        p = min(max(p, r), numerical_rank(omega.s, omega.shape))
-    gain = omega.targets_on_right(p) @ omega.u[:, :p].T  # (d, d + m) = [A B]
-    a, b = gain[:, :d], gain[:, d:]
-    if r < d:
-        basis = y.u[:, :r]
-        reduced = basis.T @ a @ basis
-        a, b = basis @ reduced @ basis.T, basis @ (basis.T @ b)
-    else:
-        basis, reduced = np.eye(d), a
-    return _Operators(a=a, b=b, reduced=reduced, lift=basis), r, p

@@ -26,6 +26,9 @@ _BACKENDS: dict[str, str] = {
     "ltc": "dynid.models.ltc:LTC",
     "plrnn": "dynid.models.rnn.plrnn:PLRNN",
     "alrnn": "dynid.models.rnn.alrnn:ALRNN",
+    "node": "dynid.models.continuous.node:NODE",
+    "phnn": "dynid.models.continuous.phnn:PHNN",
+    "hnn": "dynid.models.continuous.hnn:HNN",
 }
 
 

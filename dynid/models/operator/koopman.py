@@ -23,11 +23,10 @@ import numpy as np
 
 from dynid.data.dataset import Dataset, Trial
 from dynid.errors import DataError
+from dynid.linear.dmd import exact_dmd
 from dynid.linear.dynamics import sort_by_modulus
 from dynid.metrics.forecast import one_step_metrics
 from dynid.models.base import Backend, Capabilities, Hyperparameters, expect_array, param
-# Exact DMD on the lifted snapshots is dmd's algorithm; reused, not rewritten.
-from dynid.models.dmd import DMDParams, _exact_dmd
 from dynid.models.operator.dictionaries import (
     DelayDictionary,
     Dictionary,
@@ -110,7 +109,7 @@ class Koopman(Backend):
         else:
             self.dictionary_ = DelayDictionary(params.delays)
         now, later, x_later = self._snapshot_pairs(data)
-        operators, rank = _exact_dmd(now.T, later.T, DMDParams(rank=params.rank))
+        operators, rank = exact_dmd(now.T, later.T, params.rank)
         self.operator_ = operators.a
         n_features = now.shape[1]
         self.readout_ = np.zeros((d, n_features))

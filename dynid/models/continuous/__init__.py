@@ -1,0 +1,1 @@
+"""Continuous-time models learned as vector fields: ``node``, ``phnn``, ``hnn``."""

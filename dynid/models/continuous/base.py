@@ -1,0 +1,245 @@
+"""What the continuous-time backends (``node``, ``phnn``, ``hnn``) share: hyperparameters,
+standardisation, multiple-shooting training through the shared loop, forecasting by
+integration, and model-file arrays. A backend adds its network (``_network``) and, if it has
+one, its energy.
+
+The models live in continuous time, so samples may be irregular and trials may differ in
+their sampling; forecasts integrate the learned field over steps of the model's ``dt``
+(the median sampling step). Inputs are controls interpolated linearly between samples.
+"""
+
+from __future__ import annotations
+
+from abc import abstractmethod
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Literal
+
+import numpy as np
+
+from dynid.data.dataset import Dataset, Trial
+from dynid.errors import DataError
+from dynid.models.base import Backend, Capabilities, Hyperparameters, expect_array, param
+from dynid.models.continuous.shooting import (
+    Segments,
+    ShootingTrainer,
+    SolverSettings,
+    segment_trials,
+)
+from dynid.training import (
+    TrainingConfig,
+    TrainingSession,
+    arrays_to_module,
+    block_split,
+    module_to_arrays,
+    train,
+)
+
+if TYPE_CHECKING:
+    import torch
+
+# Absolute tolerance of the adaptive solver, in standardised units (states of order 1).
+ATOL = 1e-8
+_NETWORK = "net."
+
+
+@dataclass(frozen=True)
+class ContinuousParams(Hyperparameters):
+    width: int = param(64, "hidden units per layer of the network(s)")
+    depth: int = param(2, "hidden layers of the network(s)")
+    segment: int = param(
+        20, "multiple shooting: sampling intervals per training segment (each integrated from "
+        "its observed first sample)")
+    substeps: int = param(2, "fixed-step solver: steps per sampling interval")
+    epochs: int = param(300, "most passes over the segments")
+    batch: int = param(64, "segments per Adam step")
+    lr: float = param(3e-3, "Adam learning rate at the start (cosine decay to 0 at `epochs`)")
+    patience: int = param(30, "stop after this many epochs without a lower validation loss")
+    validation: float = param(
+        0.2, "fraction of every trial's end held out for early stopping (0: none, train "
+        "all epochs)")
+
+    def __post_init__(self) -> None:
+        for name in ("width", "depth", "segment", "substeps", "epochs", "batch", "patience"):
+            if getattr(self, name) < 1:
+                raise ValueError(f"{name} must be a positive integer, not {getattr(self, name)}")
+        if not self.lr > 0:
+            raise ValueError(f"lr must be positive, not {self.lr}")
+        if not 0 <= self.validation < 1:
+            raise ValueError(f"validation must lie in [0, 1), not {self.validation}")
+
+
+@dataclass(frozen=True)
+class SolvedParams(ContinuousParams):
+    """Hyperparameters of a backend that offers both solvers."""
+
+    solver: Literal["rk4", "dopri5"] = param(
+        "rk4", "rk4 (classical Runge-Kutta, `substeps` fixed steps per sampling interval) or "
+        "dopri5 (adaptive Dormand-Prince 5(4) to relative tolerance `rtol`; slower)")
+    rtol: float = param(1e-6, "dopri5: relative tolerance")
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        if not 0 < self.rtol < 1:
+            raise ValueError(f"rtol must lie in (0, 1), not {self.rtol}")
+
+
+class ContinuousBackend(Backend):
+    """A learned vector field dx/dt = f(x, u), trained by multiple shooting.
+
+    Fitted arrays (d variables, m inputs): ``center``, ``scale`` (d,) and ``input_center``,
+    ``input_scale`` (m,), the standardisation z = (x - center) / scale the network works on;
+    the network's weights under ``net.`` + their torch names (float64).
+    """
+
+    capabilities = Capabilities(uniform_steps=False, inputs=True, cuda=True, training=True)
+
+    # -- what a backend provides -----------------------------------------------------------------
+    @abstractmethod
+    def _network(self, d: int, m: int) -> torch.nn.Module:
+        """A fresh network (a ``Dynamics``) for d variables and m inputs, float64 on the CPU."""
+
+    def _centres(self, x: np.ndarray) -> np.ndarray:
+        """The centre of the standardisation of states x (N, d); the mean by default."""
+        return x.mean(axis=0)
+
+    def _after_training(self) -> dict[str, Any]:
+        """Metrics a backend adds once trained (e.g. a stability check)."""
+        return {}
+
+    def _solver(self) -> SolverSettings:
+        params = self.params
+        adaptive = isinstance(params, SolvedParams) and params.solver == "dopri5"
+        rtol = params.rtol if isinstance(params, SolvedParams) else 1e-6
+        return SolverSettings(params.substeps, adaptive, rtol, ATOL)  # type: ignore[attr-defined]
+
+    # -- fitting ---------------------------------------------------------------------------------
+    def _fit(self, data: Dataset, *, seed: int | None, device: str, progress: Any) -> None:
+        import torch
+
+        from dynid.runtime import torch_threads
+
+        params: ContinuousParams = self.params  # type: ignore[assignment]
+        options = self.training_options
+        stacked = np.vstack([trial.x for trial in data.trials])
+        self.center_ = self._centres(stacked)
+        self.scale_ = _spread(stacked)
+        if data.inputs:
+            inputs = np.vstack([trial.u for trial in data.trials])
+            self.input_center_, self.input_scale_ = inputs.mean(axis=0), _spread(inputs)
+        else:
+            self.input_center_ = self.input_scale_ = np.zeros(0)
+        rows = [self._rows(trial) for trial in data.trials]
+        fit_part, validation = self._split(rows, params)
+        with torch_threads(options.threads):
+            # The initial weights come from the seed (not from torch's global generator,
+            # which the first fit of a session seeds before torch is imported).
+            with torch.random.fork_rng(devices=[]):
+                torch.manual_seed(0 if seed is None else seed)
+                network = self._network(data.n_variables, data.n_inputs).to(device)
+            session = TrainingSession(options, 0 if seed is None else seed)
+            trainer = ShootingTrainer(network, fit_part, validation, self._solver(),
+                                      lr=params.lr, batch=params.batch, epochs=params.epochs,
+                                      session=session, device=device)
+            result = train(trainer, TrainingConfig(
+                max_epochs=params.epochs, patience=params.patience if validation else None,
+                name=self.name, stage=f"{self.name} training"), session)
+            with torch.no_grad():
+                fit_loss = float(trainer.rollout_loss(*trainer.fit))
+            self.network_ = network.cpu()
+        self.metrics_ = {
+            "epochs": result.epochs, "stopped": result.stopped,
+            "segments": fit_part.count, "segment_mse": fit_loss,
+            "validation_mse": result.best_validation_loss,
+            **self._after_training(),
+        }
+
+    def _rows(self, trial: Trial) -> np.ndarray:
+        """[t, standardised x, standardised u] rows (n, 1 + d + m) of a trial."""
+        parts = [trial.t[:, None], (trial.x - self.center_) / self.scale_]
+        if trial.u is not None and self.inputs_:
+            parts.append((trial.u - self.input_center_) / self.input_scale_)
+        return np.hstack(parts)
+
+    def _split(self, rows: list[np.ndarray], params: ContinuousParams
+               ) -> tuple[Segments, Segments | None]:
+        """Fit and validation segments; no validation when the held-out ends are too short."""
+        d = len(self.variables_)
+        if params.validation == 0:
+            return segment_trials(rows, d, params.segment), None
+        head, tail = block_split(rows, params.validation)
+        try:
+            validation = segment_trials(tail, d, params.segment)
+        except DataError:
+            return segment_trials(rows, d, params.segment), None
+        return segment_trials(head, d, params.segment), validation
+
+    # -- simulation ------------------------------------------------------------------------------
+    def _simulate(self, history: Trial, steps: int, future_inputs: np.ndarray | None
+                  ) -> np.ndarray:
+        """Integrate from the last history sample over ``steps`` steps of dt; inputs run
+        linearly from the history's last row through ``future_inputs`` (one row per step)."""
+        z = self._trajectory((history.x[-1] - self.center_) / self.scale_, steps,
+                            self._controls(history, future_inputs))
+        return z[1:] * self.scale_ + self.center_
+
+    def _controls(self, history: Trial, future_inputs: np.ndarray | None) -> np.ndarray | None:
+        if not self.inputs_ or future_inputs is None or history.u is None:
+            return None
+        u = np.vstack([history.u[-1:], future_inputs])
+        return (u - self.input_center_) / self.input_scale_
+
+    def _trajectory(self, z0: np.ndarray, steps: int, controls: np.ndarray | None = None
+                   ) -> np.ndarray:
+        """Standardised states (steps + 1, d) every dt from z0 (d,); controls (steps + 1, m)."""
+        import torch
+
+        from dynid.models.continuous.integrate import solve
+
+        solver = self._solver()
+        with torch.no_grad():
+            x0 = torch.as_tensor(z0, dtype=torch.float64)[None]
+            deltas = torch.full((1, steps), float(self.dt_), dtype=torch.float64)
+            u = None if controls is None else torch.as_tensor(controls, dtype=torch.float64)[None]
+            z = solve(self.network_, x0, deltas, u, substeps=solver.substeps,  # type: ignore[arg-type]
+                      adaptive=solver.adaptive, rtol=solver.rtol, atol=solver.atol)
+        return z[0].numpy()
+
+    # -- arrays ----------------------------------------------------------------------------------
+    def arrays(self) -> dict[str, np.ndarray]:
+        self._check_fitted()
+        arrays = {"center": self.center_, "scale": self.scale_,
+                  "input_center": self.input_center_, "input_scale": self.input_scale_}
+        arrays.update({_NETWORK + k: v for k, v in module_to_arrays(self.network_).items()})
+        return arrays
+
+    def _load_arrays(self, arrays: dict[str, np.ndarray]) -> None:
+        d, m = self.n_variables, self.n_inputs
+        self.center_ = expect_array(arrays, "center", (d,)).astype(float)
+        self.scale_ = expect_array(arrays, "scale", (d,)).astype(float)
+        self.input_center_ = expect_array(arrays, "input_center", (m,)).astype(float)
+        self.input_scale_ = expect_array(arrays, "input_scale", (m,)).astype(float)
+        self.network_ = self._network(d, m)
+        for name, like in module_to_arrays(self.network_).items():
+            expect_array(arrays, _NETWORK + name, like.shape)
+        arrays_to_module(self.network_, {k[len(_NETWORK):]: v for k, v in arrays.items()
+                                         if k.startswith(_NETWORK)})
+
+
+def _spread(x: np.ndarray) -> np.ndarray:
+    spread = x.std(axis=0)
+    return np.where(spread > 0, spread, 1.0)
+
+
+
+class EnergyBackend(ContinuousBackend):
+    """A continuous-time backend whose network has an energy, ``hamiltonian(z)`` (B,) of
+    standardised states (``phnn``, ``hnn``)."""
+
+    def energy(self, x: np.ndarray) -> np.ndarray:
+        """The learned energy H (N,) of states x (N, d) in the data's units."""
+        import torch
+
+        self._check_fitted()
+        z = torch.as_tensor((np.asarray(x, dtype=float) - self.center_) / self.scale_)
+        with torch.no_grad():
+            return self.network_.hamiltonian(z).numpy()  # type: ignore[operator]
