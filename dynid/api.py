@@ -136,7 +136,8 @@ def states(model: Backend, data: Dataset) -> LatentStates:
     and standard deviations for continuous latent models. UsageError for models without
     hidden states; NaN cells are fine where the model handles missing values."""
     _check_variables(model, data)
-    check_step(model, data)  # the filter steps by the model's dt, sample by sample
+    if model.capabilities.uniform_steps:
+        check_step(model, data)  # the filter steps by the model's dt, sample by sample
     return model.states(data)
 
 

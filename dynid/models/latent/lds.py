@@ -80,7 +80,7 @@ class LDS(Backend):
     (discrete model: log(eigenvalues) / dt, numpy's principal branch, imaginary parts in
     (-pi/dt, pi/dt]; continuous model: eig(F)); ``eigenvalues`` (n,) per step dt, sorted by
     decreasing modulus (eig(A), or eig(e^{F dt}) of a continuous model fitted on uniform steps;
-    absent after irregular samples, which have no step); ``log_likelihood`` (iterations,) the
+    empty (0,) after irregular samples, which have no step); ``log_likelihood`` (iterations,) the
     EM log-likelihood history.
     """
 
@@ -91,7 +91,7 @@ class LDS(Backend):
     )
     Params = LDSParams
     capabilities = Capabilities(uniform_steps=False, inputs=True, nan=True, stochastic=True)
-    # ctlds: the continuous-time model on uniform steps too.
+    # The model is continuous-time whatever the sampling (ctlds).
     always_continuous: ClassVar[bool] = False
 
     # -- fitting -----------------------------------------------------------------------------
@@ -121,13 +121,10 @@ class LDS(Backend):
     def _fit_n(self, trials: list[Trial], n: int, dt: float | None, params: LDSParams) -> EMResult[Any]:
         """Fit ``n`` latent states and set the model; the EM result whose history is kept."""
         if dt is not None:
-            result = _fit_discrete(trials, n, params.max_iter, params.tol)
-            if self.always_continuous:
-                self._set_model(from_discrete(result.model, dt, principal_generator(result.model.a, dt)), dt)
-            else:
-                self._set_model(result.model, dt)
+            result = fit_discrete(trials, n, params.max_iter, params.tol)
+            self._set_model(result.model, dt)
             return result
-        start = _fit_discrete(trials, n, START_ITERATIONS, params.tol).model
+        start = fit_discrete(trials, n, START_ITERATIONS, params.tol).model
         continuous = from_discrete(start, self.dt_, principal_generator(start.a, self.dt_))
         result = fit_continuous_em(continuous, trials, max_iter=params.max_iter, tol=params.tol)
         self._set_model(result.model, None)
@@ -228,7 +225,7 @@ class LDS(Backend):
             dynamics = {"generator": m.f, "input_rate": m.g, "diffusion": m.sigma}
         else:
             dynamics = {"A": m.a, "B": m.b, "Q": m.q}
-        found = {
+        return {
             **dynamics,
             "C": m.c,
             "D": m.d,
@@ -236,16 +233,15 @@ class LDS(Backend):
             "R": m.r,
             "initial_mean": m.m0,
             "initial_cov": m.p0,
+            # Empty after irregular samples: there is no step to have eigenvalues per.
+            "eigenvalues": np.zeros(0, dtype=complex) if self.eigenvalues_ is None else self.eigenvalues_,
             "continuous_eigenvalues": self.continuous_eigenvalues_,
             "log_likelihood": self.log_likelihood_,
         }
-        if self.eigenvalues_ is not None:
-            found["eigenvalues"] = self.eigenvalues_
-        return found
 
     def _load_arrays(self, arrays: dict[str, np.ndarray]) -> None:
         d, k = self.n_variables, self.n_inputs
-        continuous = "generator" in arrays
+        continuous = self.always_continuous or "generator" in arrays
         n = expect_array(arrays, "generator" if continuous else "A", (None, None)).shape[0]
         square, inputs = (n, n), (n, k)
         get = lambda name, shape: expect_array(arrays, name, shape).astype(float)  # noqa: E731
@@ -257,10 +253,9 @@ class LDS(Backend):
             model: StateSpace | ContinuousStateSpace = ContinuousStateSpace(
                 f=get("generator", square), g=get("input_rate", inputs), sigma=get("diffusion", square), **shared
             )
-            sampled = "eigenvalues" in arrays
         else:
             model = StateSpace(a=get("A", square), b=get("B", inputs), q=get("Q", square), **shared)
-            sampled = True
+        sampled = not continuous or expect_array(arrays, "eigenvalues", (None,)).size > 0
         self._set_model(model, self.dt_ if sampled else None)
         if sampled:
             expect_array(arrays, "eigenvalues", (n,))
@@ -303,7 +298,7 @@ def _require_finite_inputs(data: Dataset) -> None:
             )
 
 
-def _fit_discrete(trials: list[Trial], n: int, max_iter: int, tol: float) -> EMResult[StateSpace]:
+def fit_discrete(trials: list[Trial], n: int, max_iter: int, tol: float) -> EMResult[StateSpace]:
     """Discrete EM from the subspace start (inputs start with B = D = 0)."""
     start = subspace_start([trial.x for trial in trials], n)
     m = 0 if trials[0].u is None else trials[0].u.shape[1]
@@ -325,7 +320,7 @@ def _choose_latent(trials: list[Trial], params: LDSParams) -> tuple[int, dict[in
     scores: dict[int, float] = {}
     for n in range(1, params.max_latent + 1):
         try:
-            model = _fit_discrete(training, n, params.max_iter, params.tol).model
+            model = fit_discrete(training, n, params.max_iter, params.tol).model
         except DataError:
             break  # too few samples for this many states, and for any more
         scores[n] = float(sum(
