@@ -16,8 +16,10 @@ from pathlib import Path
 import numpy as np
 from timing import compare_em, em_arguments
 
-from dynid.models.latent.em import expectations, log_likelihood, maximise
+from dynid.data.dataset import Trial
+from dynid.linear.kalman import StateSpace, kalman_filter
 from dynid.linear.subspace import subspace_start
+from dynid.models.latent.em import expectations, maximise
 
 HERE = Path(__file__).resolve().parent
 
@@ -40,18 +42,22 @@ def known_lds(samples: int, seed: int = 0) -> np.ndarray:
     return y
 
 
+def log_likelihood(model: StateSpace, y: np.ndarray) -> float:
+    return float(kalman_filter(model, y).loglik.sum())
+
+
 class DynidEM:
     """dynid's EM, one iteration per call."""
 
     def __init__(self, y: np.ndarray) -> None:
-        self.y, self.model = y, subspace_start([y], 4)
+        self.trial, self.model = Trial(np.arange(y.shape[0], dtype=float), y), subspace_start([y], 4)
 
     def __call__(self) -> None:
-        smoothed, _ = expectations(self.model, [self.y])
-        self.model = maximise(self.model, [self.y], smoothed)
+        found, _ = expectations([self.model.course(self.trial.n_samples)], [self.trial])
+        self.model = maximise(self.model, [self.trial], found)
 
     def log_likelihood(self) -> float:
-        return log_likelihood(self.model, [self.y])
+        return log_likelihood(self.model, self.trial.x)
 
 
 class PykalmanEM:
@@ -86,7 +92,7 @@ def main() -> None:
     compare_em(
         {"dynid": DynidEM(y), "pykalman": PykalmanEM(y)},
         samples=args.samples, iterations=args.iterations,
-        start_log_likelihood=log_likelihood(subspace_start([y], 4), [y]), start="subspace start",
+        start_log_likelihood=log_likelihood(subspace_start([y], 4), y), start="subspace start",
         output=args.output,
         versions={"pykalman_version": pykalman.__version__ if hasattr(pykalman, "__version__") else "unknown"},
     )

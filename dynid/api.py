@@ -188,13 +188,14 @@ def states(model: Backend, data: Dataset, labels: str | None = None) -> LatentSt
     and standard deviations for continuous latent models. UsageError for models without
     hidden states; NaN cells are fine where the model handles missing values. labels: as
     ``fit``'s, a column of known states that the inference keeps."""
-    if labels is None:
-        _check_variables(model, data)
-        check_step(model, data)  # the filter steps by the model's dt, sample by sample
-        return model.states(data)
-    data, known = split_labels(data, labels)
+    known = None
+    if labels is not None:
+        data, known = split_labels(data, labels)
     _check_variables(model, data)
-    check_step(model, data)
+    if model.capabilities.uniform_steps:
+        check_step(model, data)  # the filter steps by the model's dt, sample by sample
+    if known is None:
+        return model.states(data)
     check_labels(data, known, model)
     return model.states(data, labels=known)
 

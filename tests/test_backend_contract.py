@@ -36,6 +36,7 @@ from conftest import (
 CONTRACT_PARAMS: dict[str, list[str]] = {
     "symbolic": ["library=poly1", "ensemble=2", "shooting=false"],
     "lds": ["latent=4", "max_iter=20"],
+    "ctlds": ["latent=4", "max_iter=20"],
     "hmm": ["states=2", "restarts=1"],
     "arhmm": ["states=2", "restarts=1"],
     "edm": ["max_E=2"],

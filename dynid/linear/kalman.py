@@ -1,10 +1,13 @@
 """Kalman filter and Rauch-Tung-Striebel smoother for the linear-Gaussian state-space model
 
-    z_{t+1} = A z_t + w_t,   w_t ~ N(0, Q)
-    y_t     = C z_t + c + v_t,   v_t ~ N(0, diag(r))
+    z_{t+1} = A_t z_t + B_t u_t + w_t,   w_t ~ N(0, Q_t)
+    y_t     = C z_t + D u_t + c + v_t,   v_t ~ N(0, diag(r))
 
 with missing observations: a NaN entry of y_t is simply not observed, so the update at t uses
 only the observed rows of C, c and r (a row with nothing observed is a pure prediction).
+A ``StateSpace`` has one A, B, Q for every step; a ``Course`` lays a model out over one trial,
+one transition per interval, which is how a continuous-time model sampled at irregular times
+(``continuous.py``) enters the same filter.
 
 Why this update: with diagonal R the observed rows enter the update only through the (n, n)
 information J_t = C_o^T R_o^-1 C_o and the (n,) h_t = C_o^T R_o^-1 (y_o - c_o), which are
@@ -27,7 +30,9 @@ import numpy as np
 @dataclass(frozen=True)
 class StateSpace:
     """Parameters: a (n, n), c (p, n), offset (p,), q (n, n), r (p,) observation noise
-    variances, m0 (n,) and p0 (n, n) the mean and covariance of the first state."""
+    variances, m0 (n,) and p0 (n, n) the mean and covariance of the first state; b (n, m) and
+    d (p, m) the inputs' effect on the next state and on the observation (None: no inputs,
+    stored as m = 0 columns)."""
 
     a: np.ndarray
     c: np.ndarray
@@ -36,10 +41,49 @@ class StateSpace:
     r: np.ndarray
     m0: np.ndarray
     p0: np.ndarray
+    b: np.ndarray = None  # type: ignore[assignment]
+    d: np.ndarray = None  # type: ignore[assignment]
+
+    def __post_init__(self) -> None:
+        if self.b is None:
+            object.__setattr__(self, "b", np.zeros((self.a.shape[0], 0)))
+        if self.d is None:
+            object.__setattr__(self, "d", np.zeros((self.c.shape[0], self.b.shape[1])))
 
     @property
     def n_latent(self) -> int:
         return int(self.a.shape[0])
+
+    def course(self, steps: int, u: np.ndarray | None = None) -> Course:
+        """The model laid out over ``steps`` samples with inputs u (steps, m) (None: none)."""
+        n, m = self.n_latent, self.b.shape[1]
+        u = input_rows(u, steps, m)
+        return Course(
+            a=np.broadcast_to(self.a, (max(steps - 1, 0), n, n)),
+            q=np.broadcast_to(self.q, (max(steps - 1, 0), n, n)),
+            drive=u[:-1] @ self.b.T,
+            c=self.c,
+            offsets=self.offset + u @ self.d.T,
+            r=self.r,
+            m0=self.m0,
+            p0=self.p0,
+        )
+
+
+@dataclass(frozen=True)
+class Course:
+    """A model over one trial of T samples: transitions a (T-1, n, n), q (T-1, n, n) and drive
+    (T-1, n) = B_t u_t from sample t to t+1; offsets (T, p) = c + D u_t; c, r, m0, p0 as in
+    ``StateSpace``."""
+
+    a: np.ndarray
+    q: np.ndarray
+    drive: np.ndarray
+    c: np.ndarray
+    offsets: np.ndarray
+    r: np.ndarray
+    m0: np.ndarray
+    p0: np.ndarray
 
 
 @dataclass(frozen=True)
@@ -65,34 +109,48 @@ class Smoothed:
     cross: np.ndarray
 
 
-def _information(model: StateSpace, y: np.ndarray) -> tuple[np.ndarray, ...]:
+def input_rows(u: np.ndarray | None, steps: int, m: int) -> np.ndarray:
+    """u (steps, m) checked, or an empty (steps, 0) array for a model without inputs."""
+    if u is None:
+        u = np.zeros((steps, 0))
+    if u.shape != (steps, m):
+        raise ValueError(f"inputs have shape {u.shape}, the model takes ({steps}, {m})")
+    return u
+
+
+def _laid_out(model: StateSpace | Course, steps: int) -> Course:
+    return model if isinstance(model, Course) else model.course(steps)
+
+
+def _information(course: Course, y: np.ndarray) -> tuple[np.ndarray, ...]:
     """Per-step J (T, n, n), h (T, n), y^T R^-1 y (T,), log det R_o + k log 2 pi (T,) and the
     observed count k (T,) of the observed entries of y (T, p)."""
     observed = ~np.isnan(y)
-    weights = observed / model.r  # (T, p): 1/r where observed, else 0
-    centred = np.where(observed, y - model.offset, 0.0)
-    j = np.einsum("tp,pi,pj->tij", weights, model.c, model.c)
-    h = (weights * centred) @ model.c
+    weights = observed / course.r  # (T, p): 1/r where observed, else 0
+    centred = np.where(observed, y - course.offsets, 0.0)
+    j = np.einsum("tp,pi,pj->tij", weights, course.c, course.c)
+    h = (weights * centred) @ course.c
     quad = np.sum(weights * centred**2, axis=1)
     count = observed.sum(axis=1)
-    const = observed @ np.log(model.r) + count * math.log(2 * math.pi)
+    const = observed @ np.log(course.r) + count * math.log(2 * math.pi)
     return j, h, quad, const, count
 
 
-def kalman_filter(model: StateSpace, y: np.ndarray) -> Filtered:
-    """Filter one trial y (T, p), NaN = not observed."""
-    j, h, quad, const, count = _information(model, y)
-    steps, n = y.shape[0], model.n_latent
+def kalman_filter(model: StateSpace | Course, y: np.ndarray) -> Filtered:
+    """Filter one trial y (T, p), NaN = not observed; a StateSpace is taken without inputs."""
+    course = _laid_out(model, y.shape[0])
+    j, h, quad, const, count = _information(course, y)
+    steps, n = y.shape[0], course.m0.shape[0]
     eye = np.eye(n)
     means, covs = np.empty((steps, n)), np.empty((steps, n, n))
     pmeans, pcovs = np.empty((steps, n)), np.empty((steps, n, n))
     loglik = np.zeros(steps)
-    m, p = model.m0, model.p0
-    a, at, q = model.a, model.a.T, model.q
+    m, p = course.m0, course.p0
     for t in range(steps):
         if t > 0:
-            m = a @ m
-            p = a @ p @ at + q
+            a = course.a[t - 1]
+            m = a @ m + course.drive[t - 1]
+            p = a @ p @ a.T + course.q[t - 1]
         pmeans[t], pcovs[t] = m, p
         if count[t]:
             jt, ht = j[t], h[t]
@@ -110,16 +168,17 @@ def kalman_filter(model: StateSpace, y: np.ndarray) -> Filtered:
     return Filtered(means, covs, pmeans, pcovs, loglik)
 
 
-def rts_smoother(model: StateSpace, filtered: Filtered) -> Smoothed:
-    """Rauch-Tung-Striebel smoothing of one filtered trial."""
+def rts_smoother(model: StateSpace | Course, filtered: Filtered) -> Smoothed:
+    """Rauch-Tung-Striebel smoothing of one filtered trial (the model it was filtered with)."""
     means, covs = filtered.means.copy(), filtered.covs.copy()
     steps, n = means.shape
     cross = np.empty((max(steps - 1, 0), n, n))
     if steps < 2:
         return Smoothed(means, covs, cross)
-    # Every gain G_t = P_t A^T P_pred_{t+1}^-1 at once, from solves with the symmetric
+    course = _laid_out(model, steps)
+    # Every gain G_t = P_t A_t^T P_pred_{t+1}^-1 at once, from solves with the symmetric
     # predicted covariances.
-    gains = np.linalg.solve(filtered.predicted_covs[1:], model.a @ filtered.covs[:-1]).transpose(0, 2, 1)
+    gains = np.linalg.solve(filtered.predicted_covs[1:], course.a @ filtered.covs[:-1]).transpose(0, 2, 1)
     for t in range(steps - 2, -1, -1):
         gain = gains[t]
         means[t] = filtered.means[t] + gain @ (means[t + 1] - filtered.predicted_means[t + 1])
@@ -129,15 +188,19 @@ def rts_smoother(model: StateSpace, filtered: Filtered) -> Smoothed:
     return Smoothed(means, covs, cross)
 
 
-def forecast(model: StateSpace, mean: np.ndarray, cov: np.ndarray, steps: int) -> tuple[np.ndarray, np.ndarray]:
+def forecast(
+    model: StateSpace, mean: np.ndarray, cov: np.ndarray, steps: int, u: np.ndarray | None = None
+) -> tuple[np.ndarray, np.ndarray]:
     """Predicted observations after the filtered state (mean (n,), cov (n, n)) at the last
-    sample: means (steps, p) and variances (steps, p) of y_{T+1..T+steps}."""
+    sample T: means (steps, p) and variances (steps, p) of y_{T+1..T+steps}. u (steps + 1, m):
+    the inputs at T..T+steps (None without inputs): u_T drives the first step."""
     p = model.c.shape[0]
+    u = input_rows(u, steps + 1, model.b.shape[1])
     out_mean, out_var = np.empty((steps, p)), np.empty((steps, p))
     m, s = mean, cov
     for k in range(steps):
-        m = model.a @ m
+        m = model.a @ m + model.b @ u[k]
         s = model.a @ s @ model.a.T + model.q
-        out_mean[k] = model.c @ m + model.offset
+        out_mean[k] = model.c @ m + model.d @ u[k + 1] + model.offset
         out_var[k] = np.einsum("pi,ij,pj->p", model.c, s, model.c) + model.r
     return out_mean, out_var

@@ -15,6 +15,7 @@ _BACKENDS: dict[str, str] = {
     "sindy": "dynid.models.sindy:SINDy",
     "symbolic": "dynid.models.symbolic:Symbolic",
     "lds": "dynid.models.latent.lds:LDS",
+    "ctlds": "dynid.models.latent.ctlds:CTLDS",
     "esn": "dynid.models.reservoir.esn:ESN",
     "ngrc": "dynid.models.reservoir.ngrc:NGRC",
     "hmm": "dynid.models.latent.hmm:HMM",

@@ -1,0 +1,217 @@
+"""Continuous time: the exact discretisation against scipy, the continuous-discrete filter
+against the exact Gaussian conditionals at irregular times, ``lds`` on irregular timestamps
+against a known continuous system (and interpolation onto a grid, which misses it), and
+``ctlds``'s identifiability checks."""
+
+from __future__ import annotations
+
+import functools
+import warnings
+
+import numpy as np
+import pytest
+import torch
+from scipy.integrate import quad_vec
+from scipy.linalg import expm
+from scipy.optimize import linear_sum_assignment
+
+from dynid import api
+from dynid.data.dataset import Dataset
+from dynid.linear.continuous import ContinuousStateSpace, discretise, from_discrete, principal_generator
+from dynid.linear.kalman import StateSpace
+from dynid.modelfile import ModelFile, describe_fit
+from dynid.models.latent.ctlds import identifiability
+from dynid.report import build_report
+
+from test_lds import assert_exact_gaussian, simulate_lds
+from tests.test_report import SVG_XMLNS, check_page
+
+N_LATENT, N_OBSERVED = 4, 8
+# Per unit of time: a damped oscillation (period ~2.1) and two decays.
+TRUE_CONTINUOUS = np.array([-0.5 + 3j, -0.5 - 3j, -1.0, -2.0])
+
+
+@functools.cache
+def true_continuous(inputs: int = 0, seed: int = 0) -> ContinuousStateSpace:
+    rng = np.random.default_rng(seed)
+    block = np.zeros((N_LATENT, N_LATENT))
+    block[:2, :2] = [[-0.5, -3.0], [3.0, -0.5]]
+    block[2, 2], block[3, 3] = -1.0, -2.0
+    basis = rng.normal(size=(N_LATENT, N_LATENT))
+    return ContinuousStateSpace(
+        f=basis @ block @ np.linalg.inv(basis),
+        g=rng.normal(size=(N_LATENT, inputs)),
+        sigma=4.0 * np.eye(N_LATENT),
+        c=rng.normal(size=(N_OBSERVED, N_LATENT)),
+        d=rng.normal(size=(N_OBSERVED, inputs)),
+        offset=np.ones(N_OBSERVED),
+        r=np.full(N_OBSERVED, 0.09),
+        m0=np.zeros(N_LATENT),
+        p0=np.eye(N_LATENT),
+    )
+
+
+def irregular_times(n: int, seed: int) -> np.ndarray:
+    """n times with independent steps uniform in [0.02, 0.2] (mean 0.11)."""
+    steps = np.random.default_rng(seed).uniform(0.02, 0.2, size=n - 1)
+    return np.concatenate([[0.0], np.cumsum(steps)])
+
+
+def simulate_irregular(model: ContinuousStateSpace, t: np.ndarray, seed: int, missing: float) -> np.ndarray:
+    """Observations (T, p) of ``model`` at times t, a ``missing`` fraction of cells NaN."""
+    rng = np.random.default_rng(seed)
+    course = model.course(t)
+    z = np.empty((t.shape[0], model.n_latent))
+    state = rng.multivariate_normal(model.m0, model.p0)
+    for k in range(t.shape[0]):
+        z[k] = state
+        if k + 1 < t.shape[0]:
+            state = course.a[k] @ state + rng.multivariate_normal(np.zeros(model.n_latent), course.q[k])
+    y = z @ model.c.T + model.offset + rng.normal(size=(t.shape[0], N_OBSERVED)) * np.sqrt(model.r)
+    y[rng.random(y.shape) < missing] = np.nan
+    return y
+
+
+def relative_error(found: np.ndarray, truth: np.ndarray) -> float:
+    """Largest |found - truth| / |truth| over the best one-to-one matching."""
+    distance = np.abs(found[:, None] - truth[None, :]) / np.abs(truth)[None, :]
+    rows, cols = linear_sum_assignment(distance)
+    return float(distance[rows, cols].max())
+
+
+def dataset(y: np.ndarray, t: np.ndarray) -> Dataset:
+    return Dataset.from_arrays(y, t=t, variables=[f"y{i}" for i in range(y.shape[1])])
+
+
+# -- discretisation and filtering ------------------------------------------------------------------
+@pytest.mark.parametrize("defective", [False, True])
+def test_discretisation_matches_expm_and_the_noise_integral(defective):
+    model = true_continuous(inputs=2)
+    # A Jordan block (repeated eigenvalue, no eigenvector basis) takes the exponential path.
+    f = np.array([[-1.0, 1.0], [0.0, -1.0]]) if defective else model.f
+    n = f.shape[0]
+    g, sigma = model.g[:n], model.sigma[:n, :n] + 0.5
+    h = np.array([0.01, 0.13, 0.7])
+    a, b, q = (x.numpy() for x in discretise(*(torch.from_numpy(x) for x in (f, g, sigma, h))))
+    for k, step in enumerate(h):
+        np.testing.assert_allclose(a[k], expm(f * step), rtol=1e-10, atol=1e-12)
+        integral_b = quad_vec(lambda s: expm(f * s) @ g, 0, step, epsabs=1e-13)[0]
+        integral_q = quad_vec(lambda s: expm(f * s) @ sigma @ expm(f * s).T, 0, step, epsabs=1e-13)[0]
+        np.testing.assert_allclose(b[k], integral_b, rtol=1e-8, atol=1e-12)
+        np.testing.assert_allclose(q[k], integral_q, rtol=1e-8, atol=1e-12)
+
+
+def test_from_discrete_inverts_the_discretisation():
+    model = true_continuous(inputs=2)
+    sampled = model.at_step(0.1)
+    back = from_discrete(sampled, 0.1, principal_generator(sampled.a, 0.1))
+    for name in ("f", "g", "sigma"):
+        np.testing.assert_allclose(getattr(back, name), getattr(model, name), rtol=1e-7, atol=1e-9, err_msg=name)
+
+
+def test_continuous_discrete_filter_matches_the_exact_gaussian_at_irregular_times():
+    model = true_continuous(inputs=2)
+    t = irregular_times(10, seed=1)
+    y = simulate_irregular(true_continuous(), t, seed=2, missing=0.3)
+    assert_exact_gaussian(model.course(t, np.random.default_rng(3).normal(size=(10, 2))), y)
+
+
+# -- fitting on irregular timestamps --------------------------------------------------------------
+@functools.cache
+def small_irregular_fit():
+    """A few EM iterations of lds on 200 irregular, gappy samples, and those data."""
+    t = irregular_times(200, seed=4)
+    data = dataset(simulate_irregular(true_continuous(), t, seed=5, missing=0.3), t)
+    return api.fit(data, "lds", {"latent": 4, "max_iter": 4}, device="cpu").model, data
+
+
+def test_continuous_em_log_likelihood_never_decreases_and_states_work_at_irregular_times():
+    model, data = small_irregular_fit()
+    t = data.trials[0].t
+    history = model.arrays()["log_likelihood"]
+    assert len(history) > 2 and model.metrics_["time"] == "continuous"
+    assert np.all(np.diff(history) >= -1e-9 * np.abs(history[1:])), np.diff(history).min()
+    assert model.eigenvalues() is None and model.arrays()["eigenvalues"].shape == (0,)
+    states = api.states(model, data)
+    np.testing.assert_array_equal(states.t, t)
+    assert states.means.shape == (200, 4) and np.all(states.sds > 0)
+
+
+def test_report_shows_latent_states_and_continuous_eigenvalues():
+    model, data = small_irregular_fit()
+    page = build_report([("m.dynid", ModelFile(model, describe_fit(model, data, seed=0, device="cpu", fit_seconds=0.1)))], [], data)
+    titles = [svg.find(f"{{{SVG_XMLNS}}}title").text for svg in check_page(page)]
+    assert [f"z_{k}" for k in range(4)] == [title for title in titles if title.startswith("z_")]
+    assert "Continuous-time eigenvalues" in page and "e^(\u03bb dt)" in "".join(titles)
+    assert "\u00b11.96 standard deviation bands" in page
+
+
+@pytest.mark.slow
+@pytest.mark.xfail(strict=True, reason=(
+    "goal not met yet: measured 2026-12-01, EM stopped after 50 iterations with the two real "
+    "eigenvalues -1, -2 merged into -1.36 +- 0.34i (49% off; oscillation 1.4% off); "
+    "interpolation 62% off"
+))
+def test_irregular_continuous_eigenvalues_within_3_percent_where_interpolation_misses():
+    t = irregular_times(3000, seed=6)
+    y = simulate_irregular(true_continuous(), t, seed=7, missing=0.3)
+    model = api.fit(dataset(y, t), "lds", {"latent": 4, "max_iter": 100}, device="cpu").model
+    assert relative_error(model.continuous_eigenvalues(), TRUE_CONTINUOUS) < 0.03
+    # Interpolated onto a grid at the median step (gaps filled too), then the discrete model.
+    step = float(np.median(np.diff(t)))
+    grid = np.arange(t[0], t[-1], step)
+    filled = np.column_stack([np.interp(grid, t[~np.isnan(col)], col[~np.isnan(col)]) for col in y.T])
+    gridded = api.fit(dataset(filled, grid), "lds", {"latent": 4, "max_iter": 100}, device="cpu").model
+    assert relative_error(gridded.continuous_eigenvalues_, TRUE_CONTINUOUS) > 0.03
+
+
+# -- ctlds ----------------------------------------------------------------------------------------
+def test_ctlds_on_uniform_steps_is_the_logarithm_of_the_lds_fit():
+    t = np.arange(800) * 0.1
+    y = simulate_irregular(true_continuous(), t, seed=8, missing=0.1)
+    data = Dataset.from_arrays(y, dt=0.1, variables=[f"y{i}" for i in range(N_OBSERVED)])
+    params = {"latent": 4, "max_iter": 15}
+    discrete = api.fit(data, "lds", params, device="cpu").model
+    continuous = api.fit(data, "ctlds", params, device="cpu").model
+    np.testing.assert_allclose(
+        np.sort_complex(continuous.continuous_eigenvalues()),
+        np.sort_complex(np.log(discrete.eigenvalues()) / 0.1), rtol=1e-7,
+    )
+    np.testing.assert_allclose(continuous.eigenvalues(), discrete.eigenvalues(), rtol=1e-7)
+    report = continuous.metrics_["identifiability"]
+    assert report["nyquist"] == pytest.approx(np.pi / 0.1) and report["warnings"] == []
+    assert report["negative_real_eigenvalues"] == 0
+    # Same forecasts: the continuous model sampled at dt is the discrete one.
+    np.testing.assert_allclose(
+        continuous.simulate(data.trials[0], 5), discrete.simulate(data.trials[0], 5), rtol=1e-6, atol=1e-9
+    )
+
+
+def test_ctlds_warns_of_a_negative_real_sampled_eigenvalue():
+    one = StateSpace(
+        a=np.array([[-0.7]]), c=np.array([[1.0], [0.5]]), offset=np.zeros(2), q=np.eye(1),
+        r=np.full(2, 0.01), m0=np.zeros(1), p0=np.eye(1),
+    )
+    _, y = simulate_lds(one, 400, seed=9)
+    data = Dataset.from_arrays(y, dt=1.0, variables=["a", "b"])
+    with pytest.warns(UserWarning, match="negative real axis"):
+        model = api.fit(data, "ctlds", {"latent": 1, "max_iter": 10}, device="cpu").model
+    assert model.metrics_["identifiability"]["negative_real_eigenvalues"] == 1
+
+
+def test_identifiability_names_aliasing_and_slow_sampling():
+    t = np.arange(100) * 0.1
+    trials = list(dataset(np.zeros((100, 1)), t).trials)
+    quiet = identifiability(np.array([-0.5 + 3j, -0.5 - 3j]), trials, 0.1, 0)
+    assert quiet["warnings"] == [] and quiet["highest_frequency"] == pytest.approx(3.0)
+    near_nyquist = identifiability(np.array([-0.5 + 25j, -0.5 - 25j]), trials, 0.1, 0)
+    assert len(near_nyquist["warnings"]) == 1 and "Nyquist" in near_nyquist["warnings"][0]
+    fast_decay = identifiability(np.array([-30.0, -1.0]), trials, 0.1, 0)
+    assert len(fast_decay["warnings"]) == 1 and "sample faster" in fast_decay["warnings"][0]
+    assert fast_decay["slowest_time_constants_in_horizon"] == pytest.approx(9.9)
+    # Irregular intervals: aliasing is judged against the shortest step's Nyquist frequency.
+    irregular = list(dataset(np.zeros((4, 1)), np.array([0.0, 0.01, 0.2, 0.4])).trials)
+    assert identifiability(np.array([-0.5 + 25j, -0.5 - 25j]), irregular, None, None)["warnings"] == []
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # the checks themselves never warn
+        identifiability(np.array([-1.0]), trials, 0.1, 0)
