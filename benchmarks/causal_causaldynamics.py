@@ -1,0 +1,320 @@
+"""CausalDynamics (Herdeanu et al., NeurIPS 2025 datasets track; PyPI ``causaldynamics``) graphs:
+dynid's causal methods beside tigramite PCMCI+, statsmodels VAR Granger and |correlation|.
+
+Two stages, two Python environments (``causaldynamics`` 1.0.0 requires Python <3.11 and
+numpy<2, so it cannot share dynid's venv; the recipe is in benchmarks/README.md):
+
+    /work/cdyn-venv/bin/python benchmarks/causal_causaldynamics.py generate --out /tmp/cdyn-data
+    PYTHONPATH=. python benchmarks/causal_causaldynamics.py score --data /tmp/cdyn-data
+
+generate (the causaldynamics venv) writes, per graph, ``NAME.csv`` (observed columns x0.., one
+row per sample, no time column: dt = 1 sample) and ``NAME.json`` (``{"adjacency": [[...]]}``,
+[source][target] 0/1, plus how it was made):
+  coupled-K   ``creator.create_scm(10 nodes, node_dim 3, confounders=False, graph="scale-free")``
+              (a growing network with redirection 0: a tree, edges from newer to older nodes)
+              then ``creator.simulate_system(system_name="random", init_ratios=[1, 1, 0])``:
+              each root node is a random 3-D chaotic dysts flow or a 3-D sinusoid driver, and
+              each other node is, at the same time step, the sum over its parents of a random
+              linear map W x_parent + b of their 3-D states (no activation, not standardized).
+              Observed: the first coordinate of each node. Truth: A (source -> target).
+  simple-K    ``systems.solve_system(1000 steps, 1 system, NAME)`` for a random 3-D chaotic
+              dysts flow; all three coordinates observed. Truth: the Jacobian's structure
+              (``systems.get_adjacency_matrix_from_jac``: jac[i, j] != 0 means x_j drives x_i),
+              transposed to [source][target]; self-links are not scored.
+  Seeds: ``utils.set_rng_seed(seed + K)`` before each graph (the package's own seeding).
+
+score (dynid's venv) runs on every graph, with defaults (``discover(data, method, seed=0)``;
+max_lag 5, alpha 0.05, BH):
+  dynid-M        every ``--method`` M in ``--methods``; neural and ccm only on the simple
+                 systems (``ONLY_ON``: on the shared 2-core machine ccm + neural did not finish
+                 two coupled graphs in 6.5 min); te is left out by default (slower still, see
+                 "Causal discovery speed" in benchmarks/README.md)
+  corr0          |Pearson correlation| at lag 0 (symmetric: cannot tell the direction)
+  sm-var         statsmodels ``VAR(x).fit(3).test_causality(target, [source], kind="f")``
+                 (``causal_lorenz96.run_sm_var``: joint F over the 3 lags, BH, -log10 p)
+  tigramite-pcmciplus  ``PCMCI(DataFrame(x), ParCorr()).run_pcmciplus(tau_min=0, tau_max=3,
+                 pc_alpha=0.05)``; score -log10 of the smallest BH-adjusted p over lags 0..3
+and off-diagonal AUROC / AUPRC of each score matrix (``dynid.metrics.causal``), per graph and
+their mean per family. A method that raises is recorded with its error ("refused").
+Writes benchmarks/results/causal_causaldynamics.json.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import sys
+import time
+import traceback
+from pathlib import Path
+
+import numpy as np
+
+HERE = Path(__file__).resolve().parent
+RESULTS = HERE / "results" / "causal_causaldynamics.json"
+NODES = 10
+SAMPLES = 1000
+INIT_RATIOS = [1.0, 1.0, 0.0]  # chaotic, sinusoid, linear drivers on the root nodes
+BASELINE_LAG = 3
+ALPHA = 0.05
+# Methods too slow for 10 x 1,000 coupled graphs on the shared machine (minutes each), run only
+# on the 3-variable simple systems (seconds each there).
+ONLY_ON = {"dynid-neural": "simple", "dynid-ccm": "simple"}
+
+
+# ------------------------------------------------------------------ generate (causaldynamics venv)
+
+
+def generate(out: Path, n_coupled: int, n_simple: int, seed: int) -> None:
+    import torch
+    from causaldynamics.creator import create_scm, simulate_system
+    from causaldynamics.systems import (
+        get_3d_chaotic_system_names,
+        get_adjacency_matrix_from_jac,
+        solve_system,
+    )
+    from causaldynamics.utils import set_rng_seed
+
+    out.mkdir(parents=True, exist_ok=True)
+    for k in range(n_coupled):
+        set_rng_seed(seed + k)
+        adj, w, b, _, _ = create_scm(NODES, 3, confounders=False, graph="scale-free")
+        da = simulate_system(adj, w, b, num_timesteps=SAMPLES, num_nodes=NODES,
+                             init_ratios=INIT_RATIOS, system_name="random")
+        x = np.asarray(da.values)[:, :, 0]  # (time, node): the first coordinate of each node
+        truth = np.asarray(torch.as_tensor(adj).numpy(), dtype=int)
+        _write(out, f"coupled-{k}", x, truth, {"family": "coupled", "seed": seed + k,
+                                               "init_ratios": INIT_RATIOS})
+    names = sorted(get_3d_chaotic_system_names())
+    k = made = 0
+    while made < n_simple:
+        set_rng_seed(seed + 1000 + k)
+        k += 1
+        name = names[int(np.random.randint(len(names)))]
+        try:
+            jac = get_adjacency_matrix_from_jac(name)
+        except NotImplementedError:  # dysts flows without an analytic Jacobian
+            continue
+        if jac is None:
+            continue
+        data = solve_system(SAMPLES, 1, name)
+        if data is None or not np.all(np.isfinite(data.numpy())):
+            continue
+        x = data.numpy()[:, 0, :]
+        truth = np.asarray(jac, dtype=int).T  # jac[i, j]: x_j -> x_i; stored [source][target]
+        np.fill_diagonal(truth, 0)
+        if truth.sum() == 0 or truth.sum() == 6:  # AUROC needs a link and a non-link
+            continue
+        _write(out, f"simple-{made}", x, truth, {"family": "simple", "system": name,
+                                                 "seed": seed + 1000 + k - 1})
+        made += 1
+
+
+def _write(out: Path, name: str, x: np.ndarray, truth: np.ndarray, meta: dict) -> None:
+    header = ",".join(f"x{i}" for i in range(x.shape[1]))
+    tmp = out / f".{name}.csv.tmp"
+    np.savetxt(tmp, x, delimiter=",", header=header, comments="", fmt="%.9g")
+    tmp.replace(out / f"{name}.csv")
+    tmp = out / f".{name}.json.tmp"
+    tmp.write_text(json.dumps({**meta, "adjacency": truth.tolist()}, indent=1))
+    tmp.replace(out / f"{name}.json")
+    print(f"wrote {name}: {x.shape} {int(truth.sum())} links", file=sys.stderr, flush=True)
+
+
+# ------------------------------------------------------------------------- score (dynid venv)
+
+
+def corr0(x: np.ndarray, seed: int) -> tuple[np.ndarray, float, dict]:
+    start = time.perf_counter()
+    score = np.abs(np.nan_to_num(np.corrcoef(x, rowvar=False)))
+    np.fill_diagonal(score, 0.0)
+    return score, time.perf_counter() - start, {}
+
+
+# Study (item 3 of issue 16): scores built on delay embeddings, tried here before any goes into
+# dynid. A coupled child is, at the same time step, a linear map of its parents' 3-D states, of
+# which only the first coordinate is observed; by Takens' theorem the delays of that coordinate
+# stand in for the hidden ones, so regressions on delay vectors that include lag 0 can see links
+# that lagged tests (which need the past to add to the target's own past) cannot.
+EMBED_LAGS = 10
+
+
+def _embed(x: np.ndarray, lags: int) -> np.ndarray:
+    """(n - lags, d, lags + 1): x[t - l, i] at [t - lags, i, l], each column standardized."""
+    z = (x - x.mean(axis=0)) / np.where(x.std(axis=0) > 0, x.std(axis=0), 1.0)
+    n = z.shape[0]
+    return np.stack([z[lags - l: n - l] for l in range(lags + 1)], axis=2)
+
+
+def _rss(design: np.ndarray, y: np.ndarray) -> float:
+    a = np.column_stack([np.ones(len(y)), design])
+    coef, *_ = np.linalg.lstsq(a, y, rcond=1e-10)
+    return float(np.sum((y - a @ coef) ** 2))
+
+
+def embed_r2(x: np.ndarray, seed: int) -> tuple[np.ndarray, float, dict]:
+    """score[i, j]: R^2 of x_j(t) on x_i's delay vector (x_i(t), ..., x_i(t - EMBED_LAGS))."""
+    start = time.perf_counter()
+    e = _embed(x, EMBED_LAGS)
+    d = x.shape[1]
+    score = np.zeros((d, d))
+    for j in range(d):
+        y = e[:, j, 0]
+        tss = float(np.sum(y ** 2))
+        for i in range(d):
+            if i != j:
+                score[i, j] = 1.0 - _rss(e[:, i, :], y) / tss
+    return score, time.perf_counter() - start, {}
+
+
+def embed_partial(x: np.ndarray, seed: int) -> tuple[np.ndarray, float, dict]:
+    """score[i, j]: log of the residual sum of squares of x_j(t) on every other variable's delay
+    vector (lag 0 included) without x_i's over that with it (a lag-0-inclusive Granger)."""
+    start = time.perf_counter()
+    e = _embed(x, EMBED_LAGS)
+    d = x.shape[1]
+    score = np.zeros((d, d))
+    for j in range(d):
+        y = e[:, j, 0]
+        others = [i for i in range(d) if i != j]
+        full = _rss(np.concatenate([e[:, i, :] for i in others], axis=1), y)
+        for i in others:
+            rest = np.concatenate([e[:, k, :] for k in others if k != i], axis=1)
+            score[i, j] = math.log(max(_rss(rest, y), 1e-300) / max(full, 1e-300))
+    return score, time.perf_counter() - start, {}
+
+
+def tigramite_pcmciplus(x: np.ndarray, seed: int) -> tuple[np.ndarray, float, dict]:
+    from causal_lorenz96 import summary_score
+    from tigramite.data_processing import DataFrame
+    from tigramite.independence_tests.parcorr import ParCorr
+    from tigramite.pcmci import PCMCI
+
+    start = time.perf_counter()
+    pcmci = PCMCI(dataframe=DataFrame(x), cond_ind_test=ParCorr(), verbosity=0)
+    out = pcmci.run_pcmciplus(tau_min=0, tau_max=BASELINE_LAG, pc_alpha=ALPHA)
+    elapsed = time.perf_counter() - start
+    score = summary_score(np.asarray(out["p_matrix"], dtype=float))
+    links = np.asarray(out["graph"]) != ""
+    return score, elapsed, {"n_significant": int(links.any(axis=2).sum() - np.trace(links.any(axis=2)))}
+
+
+def dynid_runner(method: str):
+    def run(x: np.ndarray, seed: int) -> tuple[np.ndarray, float, dict]:
+        import dynid
+        from dynid.causal import discover
+
+        data = dynid.Dataset.from_arrays(x)
+        start = time.perf_counter()
+        graph = discover(data, method, seed=seed)
+        elapsed = time.perf_counter() - start
+        cross = ~np.eye(x.shape[1], dtype=bool)
+        return (np.asarray(graph.score_matrix, dtype=float), elapsed,
+                {"n_significant": int(np.asarray(graph.adjacency)[cross].sum())})
+    return run
+
+
+def score(data_dir: Path, methods: list[str], out_path: Path) -> dict:
+    import causal_lorenz96 as l96
+
+    l96.limit_threads(1)
+    runners = {f"dynid-{m}": dynid_runner(m) for m in methods}
+    runners.update({"corr0": corr0, "sm-var": l96.run_sm_var,
+                    "tigramite-pcmciplus": tigramite_pcmciplus,
+                    "study-embed-r2": embed_r2, "study-embed-partial": embed_partial})
+    graphs = sorted(p.stem for p in data_dir.glob("*.json"))
+    result = {"machine": l96.machine_info(), "data": str(data_dir), "graphs": {}, "summary": {}}
+    for name in graphs:
+        meta = json.loads((data_dir / f"{name}.json").read_text())
+        truth = np.asarray(meta["adjacency"], dtype=int)
+        x = np.loadtxt(data_dir / f"{name}.csv", delimiter=",", skiprows=1, ndmin=2)
+        row = result["graphs"][name] = {"family": meta["family"], "n_links": int(truth.sum()),
+                                        "meta": {k: v for k, v in meta.items() if k != "adjacency"},
+                                        "methods": {}}
+        for label, run in runners.items():
+            if ONLY_ON.get(label, meta["family"]) != meta["family"]:
+                continue
+            cell = row["methods"][label] = _run_one(run, x, truth)
+            print(f"{name:>10} {label:>20}: {_fmt_cell(cell)}", file=sys.stderr, flush=True)
+    result["summary"] = summarize(result["graphs"])
+    result["machine"]["loadavg_end"] = list(__import__("os").getloadavg())
+    tmp = out_path.with_suffix(".json.tmp")
+    tmp.write_text(json.dumps(result, indent=1))
+    tmp.replace(out_path)
+    return result
+
+
+def _run_one(run, x: np.ndarray, truth: np.ndarray) -> dict:
+    import causal_lorenz96 as l96
+
+    try:
+        s, elapsed, info = run(x, 0)
+    except Exception as exc:  # noqa: BLE001 - a refusal is a result here
+        return {"status": "refused", "error": f"{type(exc).__name__}: {exc}",
+                "trace": traceback.format_exc(limit=3)}
+    return {"status": "ok", "auroc": round(l96._auroc(s, truth), 4),
+            "auprc": round(l96._auprc(s, truth), 4), "seconds": round(elapsed, 2), **info}
+
+
+def summarize(graphs: dict) -> dict:
+    """Mean AUROC / AUPRC per family and method over the graphs the method answered."""
+    out: dict = {}
+    for row in graphs.values():
+        for label, cell in row["methods"].items():
+            agg = out.setdefault(row["family"], {}).setdefault(
+                label, {"auroc": [], "auprc": [], "seconds": [], "not_ok": 0})
+            if cell["status"] != "ok":
+                agg["not_ok"] += 1
+                continue
+            for key in ("auroc", "auprc", "seconds"):
+                agg[key].append(cell[key])
+    for fam in out.values():
+        for label, agg in fam.items():
+            fam[label] = {"n": len(agg["auroc"]), "not_ok": agg["not_ok"],
+                          **{k: (round(float(np.mean(agg[k])), 3) if agg[k] else None)
+                             for k in ("auroc", "auprc", "seconds")}}
+    return out
+
+
+def _fmt_cell(cell: dict) -> str:
+    if cell["status"] != "ok":
+        return f"{cell['status']} {cell.get('error') or ''}".strip()
+    return f"AUROC {cell['auroc']:.3f} AUPRC {cell['auprc']:.3f} {cell['seconds']:.1f} s"
+
+
+def print_summary(summary: dict) -> None:
+    for fam, methods in summary.items():
+        print(f"\n{fam}: mean AUROC / AUPRC / s (graphs answered, not answered)")
+        for label, agg in sorted(methods.items(), key=lambda kv: -(kv[1]["auroc"] or 0)):
+            if agg["auroc"] is None:
+                print(f"  {label:>20}: -  ({agg['n']}, {agg['not_ok']})")
+                continue
+            print(f"  {label:>20}: {agg['auroc']:.3f} / {agg['auprc']:.3f} / {agg['seconds']:.1f}"
+                  f"  ({agg['n']}, {agg['not_ok']})")
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    sub = parser.add_subparsers(dest="stage", required=True)
+    gen = sub.add_parser("generate", help="make the graphs (causaldynamics venv)")
+    gen.add_argument("--out", type=Path, default=Path("/tmp/cdyn-data"))
+    gen.add_argument("--coupled", type=int, default=5, help="number of coupled graphs")
+    gen.add_argument("--simple", type=int, default=10, help="number of simple systems")
+    gen.add_argument("--seed", type=int, default=0)
+    sc = sub.add_parser("score", help="score every method on them (dynid venv)")
+    sc.add_argument("--data", type=Path, default=Path("/tmp/cdyn-data"))
+    sc.add_argument("--methods", default="granger,pcmci,pcmciplus,dynamic,neural,ccm")
+    sc.add_argument("--out", type=Path, default=RESULTS)
+    args = parser.parse_args()
+    if args.stage == "generate":
+        generate(args.out, args.coupled, args.simple, args.seed)
+        return 0
+    sys.path.insert(0, str(HERE))
+    result = score(args.data, [m for m in args.methods.split(",") if m], args.out)
+    print_summary(result["summary"])
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
