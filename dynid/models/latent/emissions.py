@@ -18,7 +18,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from dynid.models.latent.markov import Emission, contiguous, row_sums
+from dynid.models.latent.markov import Emission, row_sums
 
 # Covariance floor relative to the data's mean variance (see the module docstring).
 FLOOR = 1e-6
@@ -61,9 +61,6 @@ class Gaussian(Emission):
     covs: np.ndarray
     floor: float
 
-    def __post_init__(self) -> None:
-        contiguous(self)
-
     @property
     def n_states(self) -> int:
         return self.means.shape[0]
@@ -99,9 +96,6 @@ class Autoregressive(Emission):
     offsets: np.ndarray
     covs: np.ndarray
     floor: float
-
-    def __post_init__(self) -> None:
-        contiguous(self)
 
     @property
     def n_states(self) -> int:

@@ -46,7 +46,11 @@ def contiguous(instance: object) -> None:
 
 
 class Emission(ABC):
-    """Per-state observation densities of a hidden Markov model."""
+    """Per-state observation densities of a hidden Markov model (frozen dataclasses whose array
+    fields are made C-ordered on construction)."""
+
+    def __post_init__(self) -> None:
+        contiguous(self)
 
     @property
     @abstractmethod
