@@ -4,7 +4,10 @@ runner's per-file overhead.
 Overhead per file = the marginal wall time of one more file in a batch (from batches of
 ``--files`` and of a tenth as many, so that start-up cancels) times the number of workers, minus
 the time the same work (read, fit, write the model file) takes through the Python API in one
-process. Results: a table on stdout and ``results/batch_throughput.json``.
+process. The machine's own ceiling is measured beside it: the same in-process loop in one
+process against two copies of it at once (2 x t_one / t_two); a runner cannot beat it, and on
+virtual machines whose two vCPUs share a physical core it stays well below 2. Results: a table on
+stdout and ``results/batch_throughput.json``.
 
     python benchmarks/batch_throughput.py [--files 200] [--repeats 3]
 """
@@ -14,6 +17,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import subprocess
 import sys
 import tempfile
 import time
@@ -57,11 +61,30 @@ def api_seconds_per_file(folder: Path, out: Path) -> float:
     return (time.perf_counter() - start) / len(files)
 
 
+def api_loop_processes(folder: Path, out: Path, copies: int):  # noqa: ANN201
+    """A case that runs ``copies`` processes at once, each doing ``api_seconds_per_file`` over
+    ``folder`` (writing into its own folder under ``out``)."""
+    def run() -> None:
+        running = []
+        for k in range(copies):
+            (out / str(k)).mkdir(parents=True, exist_ok=True)
+            running.append(subprocess.Popen([sys.executable, __file__, "--api-loop", str(folder),
+                                             str(out / str(k))], stdout=subprocess.DEVNULL))
+        if any(process.wait() != 0 for process in running):
+            raise RuntimeError("the in-process loop failed")
+
+    return run
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--files", type=int, default=200)
     parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--api-loop", nargs=2, metavar=("FOLDER", "OUT"), help=argparse.SUPPRESS)
     args = parser.parse_args()
+    if args.api_loop:
+        print(api_seconds_per_file(Path(args.api_loop[0]), Path(args.api_loop[1])))
+        return
     small = max(2, args.files // 10)
     loadavg_at_start = os.getloadavg()[0]
     with tempfile.TemporaryDirectory() as tmp:
@@ -75,6 +98,8 @@ def main() -> None:
                             "-q", "--jobs", str(jobs), "-o", root / f"out-{folder}-{jobs}" / "{stem}.dynid"])
 
         cases = {f"{folder}, --jobs {jobs}": batch(folder, jobs) for folder in ("big", "small") for jobs in (1, 2)}
+        cases.update({f"in-process loop x{copies}": api_loop_processes(root / "big", root / f"loop{copies}", copies)
+                      for copies in (1, 2)})
         with OtherLoad() as load:
             samples = interleaved(cases, repeats=args.repeats, warmup=1)
             api_s = api_seconds_per_file(root / "small", root / "api")
@@ -94,8 +119,11 @@ def main() -> None:
         print(f"--jobs {jobs}: {args.files / big:6.1f} files/s (wall {big:.2f} s), "
               f"marginal {marginal * 1e3:.1f} ms/file, overhead {overhead * 1e3:.1f} ms/file per worker")
     speedup = medians["big, --jobs 1"] / medians["big, --jobs 2"]
+    ceiling = 2 * medians["in-process loop x1"] / medians["in-process loop x2"]
     report["speedup_jobs2"] = speedup
-    print(f"--jobs 2 / --jobs 1 throughput: {speedup:.2f}x")
+    report["machine_ceiling_2_processes"] = ceiling
+    print(f"--jobs 2 / --jobs 1 throughput: {speedup:.2f}x; two in-process loops at once against one: "
+          f"{ceiling:.2f}x (the machine's ceiling)")
     RESULTS.parent.mkdir(exist_ok=True)
     RESULTS.write_text(json.dumps(report, indent=2) + "\n")
 
