@@ -24,6 +24,7 @@ from threadpoolctl import threadpool_limits
 
 from dynid.data.fields import SpaceTimeFields
 from dynid.errors import DataError
+from dynid.symbolic.expressions import assign_symbols
 from dynid.symbolic.ensemble import bagging, pivot_interval
 from dynid.symbolic.folds import VALIDATION_FRACTION, Folds, n_folds, train_validation_split
 from dynid.symbolic.identify import EquationResult
@@ -73,7 +74,9 @@ def identify_pde(data: SpaceTimeFields, params: PdeParams = PdeParams(), *, seed
 
 
 def _identify(data: SpaceTimeFields, params: PdeParams, seed: int | None) -> PdeIdentification:
-    terms = build_library(data.names, data.space_names, params.max_degree, params.max_order)
+    # Terms are named in the output's symbols (a field "u (m/s)" becomes a valid identifier).
+    symbols, _ = assign_symbols(data.names, [])
+    terms = build_library(tuple(symbols), data.space_names, params.max_degree, params.max_order)
     rows = weak_rows(data, terms, params)
     coefficients = np.zeros((len(data.names), len(terms)))
     equations = []
