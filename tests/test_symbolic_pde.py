@@ -12,7 +12,7 @@ from dynid.data.fields import SpaceTimeFields, read_fields
 from dynid.errors import DataError
 from dynid.symbolic.pde import PdeParams, identify_pde
 from dynid.symbolic.pde.weak_form import axis_kernels, integrate
-from dynid.systems.pde import PDE_SYSTEMS, _scalar_1d, with_noise
+from dynid.systems.pde import PDE_SYSTEMS, scalar_pde_1d, with_noise
 
 # Relative coefficient errors allowed. Noise-free: the weak form's quadrature and the solvers'
 # time-stepping errors only (measured at most 6e-4, on Kuramoto-Sivashinsky and lambda-omega);
@@ -78,7 +78,7 @@ def test_kdv_soliton_travels_at_its_speed():
     def soliton(x, t=0.0, c=1.0, a=-10.0):
         return c / 2 / np.cosh(np.sqrt(c) / 2 * (x - c * t - a)) ** 2
 
-    run = _scalar_1d(lambda k: 1j * k**3, -3.0, soliton, n=256, lo=-30.0, hi=30.0, step=0.005,
+    run = scalar_pde_1d(lambda k: 1j * k**3, -3.0, soliton, n=256, lo=-30.0, hi=30.0, step=0.005,
                      sample=1.0, t_end=10.0, truth={})
     assert run.values[0, -1] == pytest.approx(soliton(run.space[0], 10.0), abs=1e-4)
 

@@ -6,8 +6,9 @@ RK4 (ETDRK4, Cox & Matthews 2002) with the phi-function coefficients evaluated b
 integrals (Kassam & Trefethen 2005), which is stable for stiff L (u_xxxx) at steps set by N
 alone and fourth-order accurate; the products in N are dealiased by the 2/3 rule.
 
-``PDE_SYSTEMS`` maps a name to its default run; ``solve_pde(name)`` returns a ``FieldRun`` whose
-``truth`` lists the exact terms in the names ``dynid.symbolic.pde`` gives them.
+``PDE_SYSTEMS`` maps a name to a function giving its default run, a ``FieldRun`` whose ``truth``
+lists the exact terms in the names ``dynid.symbolic.pde`` gives them; ``scalar_pde_1d`` solves
+other 1-D scalar equations of the same shape, ``with_noise`` adds measurement noise.
 """
 
 from __future__ import annotations
@@ -80,7 +81,7 @@ def _grid(n: int, lo: float, hi: float) -> np.ndarray:
     return lo + (hi - lo) * np.arange(n) / n
 
 
-def _scalar_1d(
+def scalar_pde_1d(
     linear_symbol: Callable[[np.ndarray], np.ndarray], flux: float, u0: Callable[[np.ndarray], np.ndarray],
     n: int, lo: float, hi: float, step: float, sample: float, t_end: float, truth: dict[str, float],
     t_start: float = 0.0,
@@ -105,7 +106,7 @@ def _scalar_1d(
 
 def burgers(nu: float = 0.1) -> FieldRun:
     """Viscous Burgers u_t = -u u_x + nu u_xx, a Gaussian steepening into a shock, on [-8, 8)."""
-    return _scalar_1d(
+    return scalar_pde_1d(
         lambda k: -nu * k**2, -0.5, lambda x: np.exp(-((x + 2) ** 2)),
         n=256, lo=-8.0, hi=8.0, step=0.01, sample=0.1, t_end=10.0, truth={"u*u_x": -1.0, "u_xx": nu},
     )
@@ -117,7 +118,7 @@ def kdv() -> FieldRun:
     def solitons(x: np.ndarray) -> np.ndarray:
         return sum(c / 2 / np.cosh(np.sqrt(c) / 2 * (x - a)) ** 2 for c, a in ((1.0, -20.0), (0.25, -5.0)))
 
-    return _scalar_1d(
+    return scalar_pde_1d(
         lambda k: 1j * k**3, -3.0, solitons,
         n=256, lo=-30.0, hi=30.0, step=0.005, sample=0.2, t_end=20.0, truth={"u*u_x": -6.0, "u_xxx": -1.0},
     )
@@ -126,7 +127,7 @@ def kdv() -> FieldRun:
 def kuramoto_sivashinsky() -> FieldRun:
     """Kuramoto-Sivashinsky u_t = -u u_x - u_xx - u_xxxx on [0, 32 pi), past its first
     transient (sampled from t = 40 to 100)."""
-    return _scalar_1d(
+    return scalar_pde_1d(
         lambda k: k**2 - k**4, -0.5, lambda x: np.cos(x / 16) * (1 + np.sin(x / 16)),
         n=128, lo=0.0, hi=32 * np.pi, step=0.025, sample=0.4, t_end=100.0, t_start=40.0,
         truth={"u*u_x": -1.0, "u_xx": -1.0, "u_xxxx": -1.0},
@@ -169,11 +170,6 @@ PDE_SYSTEMS: dict[str, Callable[[], FieldRun]] = {
     "kuramoto-sivashinsky": kuramoto_sivashinsky,
     "lambda-omega": lambda_omega,
 }
-
-
-def solve_pde(name: str) -> FieldRun:
-    """The default run of PDE system ``name`` (a key of ``PDE_SYSTEMS``)."""
-    return PDE_SYSTEMS[name]()
 
 
 def with_noise(run: FieldRun, level: float, seed: int) -> FieldRun:

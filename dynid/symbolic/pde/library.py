@@ -38,11 +38,6 @@ class PdeTerm:
     operator: Operator
     scale: float = 1.0
 
-    @property
-    def order(self) -> int:
-        """The highest derivative order of the term (0 for a monomial)."""
-        return max(sum(orders) for _, orders in self.operator)
-
 
 def build_library(fields: tuple[str, ...], space: tuple[str, ...], max_degree: int, max_order: int) -> list[PdeTerm]:
     """The library's terms (module doc) for field names ``fields`` and spatial axes ``space``."""
