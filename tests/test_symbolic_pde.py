@@ -145,3 +145,15 @@ def test_cli_rejects_ode_options_with_pde(tmp_path, cli):
     spec = _write(tmp_path / "b.h5", u=np.zeros((30, 40)), t=np.arange(30.0), x=np.arange(40.0))
     result = cli("symbolic", spec, "--pde", "--library", "poly2")
     assert result.returncode == 2 and b"--library does not apply to --pde" in result.stderr
+
+
+@pytest.mark.parametrize("space", [("x",), ("x", "y")])
+def test_library_names_parse_with_sympy_and_are_distinct(space):
+    import sympy
+
+    from dynid.symbolic.pde.library import build_library
+
+    terms = build_library(("u", "v"), space, max_degree=3, max_order=4)
+    parsed = {sympy.sympify(term.name) for term in terms}
+    # 10 monomials to degree 3; 4 operators (x..xxxx; x, y, lap, bilap) on 5 monomials of degree 1-2
+    assert len(parsed) == len(terms) == 30

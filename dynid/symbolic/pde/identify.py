@@ -25,7 +25,7 @@ import numpy as np
 from threadpoolctl import threadpool_limits
 
 from dynid.data.fields import SpaceTimeFields
-from dynid.errors import DataError
+from dynid.errors import DataError, UsageError
 from dynid.symbolic.expressions import assign_symbols
 from dynid.symbolic.ensemble import bagging, pivot_interval
 from dynid.symbolic.folds import VALIDATION_FRACTION, Folds, n_folds, train_validation_split
@@ -114,7 +114,7 @@ def weak_rows(data: SpaceTimeFields, terms: list[PdeTerm], params: PdeParams) ->
     degree = _degree(params)
     widths = params.widths() or default_half_widths(shape, degree)
     if len(widths) != len(shape):
-        raise DataError(f"half_widths gives {len(widths)} values; the data has {len(shape)} axes (t, {', '.join(data.space_names)})")
+        raise UsageError(f"-p half_widths gives {len(widths)} values; the data has {len(shape)} axes (t, {', '.join(data.space_names)})")
     kernels = [
         axis_kernels(n, step, m, degree, params.max_order if a else 1)
         for a, (n, step, m) in enumerate(zip(shape, data.steps, widths))

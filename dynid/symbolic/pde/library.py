@@ -7,7 +7,7 @@ Terms (fields u, v, ...; space x or x, y):
   1-D, orders 1 .. ``max_order``: ``u_x``, ``u_xx``, ``u_xxx``, ``u_xxxx``, ``u*u_x`` (that is
   (u^2)_x / 2, so Burgers' and KdV's coefficients read as usual), ``d_xx(u**2)``, ``d_x(u*v)``;
   2-D, isotropic and first order: ``u_x``, ``u_y``, ``lap(u)`` (u_xx + u_yy), ``u*u_x``,
-  ``lap(u**2)``, ``d_x(u*v)``; with ``max_order`` >= 4 also ``bilap(u)``.
+  ``lap(u**2)``, ``d_x(u*v)``; with ``max_order`` >= 4 also ``bilap(u)``, ``bilap(u**2)``, ...
 Names parse with sympy (unknown functions such as ``d_xx`` and ``lap`` stay symbolic).
 """
 
