@@ -64,6 +64,15 @@ def test_intervals_contain_the_estimate_and_the_terms_are_always_kept(runs):
     assert np.all(high > low)
 
 
+def test_api_takes_hyperparameters_as_keywords(runs):
+    from dynid import api
+
+    document = api.identify_pde(_fields(runs("burgers")), ensemble=0, max_order=2, seed=1)
+    assert document["kind"] == "symbolic" and document["seed"] == 1
+    assert document["metrics"]["library_size"] == 4 + 2 * 2  # 1, u, u^2, u^3; x, xx of u, u^2
+    assert {t["term"] for t in document["equations"][0]["terms"]} == {"u*u_x", "u_xx"}
+
+
 def test_by_parts_moves_derivatives_onto_the_test_function():
     # int phi u_xx = int phi'' u for u = sin(x): both against the exact -sin(x).
     x = np.linspace(0, 2 * np.pi, 201)
