@@ -27,8 +27,10 @@ from dynid.training import TrainingOptions
 
 if TYPE_CHECKING:
     from dynid.causal.graph import CausalGraph
+    from dynid.data.fields import SpaceTimeFields
     from dynid.data.stream import Stream
     from dynid.modelfile import ModelFile
+    from dynid.symbolic.pde import PdeParams
 
 # Hyperparameters as the API takes them: the dataclass, typed values, or "key=value" strings.
 Params = Hyperparameters | Mapping[str, object] | Sequence[str] | None
@@ -432,6 +434,23 @@ def identify_model(
     """The fitted ``symbolic`` model behind ``identify`` (arguments as there)."""
     return fit(data, "symbolic", _one_params(params, options), seed=seed, device=device,
                progress=progress)
+
+
+def identify_pde(
+    fields: SpaceTimeFields, params: PdeParams | Mapping[str, object] | None = None, *, seed: int | None = None,
+    **options: object,
+) -> dict[str, Any]:
+    """Governing PDEs of space-time ``fields`` (``dynid.data.fields.read_fields``): the
+    ``dynid symbolic --pde --format json`` document (kind ``symbolic``, ``"pde": true``).
+
+    options: any ``PdeParams`` field by name (``max_order=3``, ``ensemble=0``), or ``params``;
+    not both. ``seed`` makes the bootstrap intervals repeatable."""
+    from dynid.symbolic.pde import PdeParams, identify_pde as identify_fields
+    from dynid.symbolic.pde.document import pde_result
+
+    given = _one_params(params, options)
+    hyper = given if isinstance(given, PdeParams) else PdeParams.from_values(dict(given or {}))
+    return tagged(SYMBOLIC, {**pde_result(identify_fields(fields, hyper, seed=seed)), "seed": seed})
 
 
 def equations_document(model: Backend, seed: int | None = None) -> dict[str, Any]:

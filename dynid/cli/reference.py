@@ -44,6 +44,13 @@ stdin.
 - HDF5: a 2-D dataset (samples x variables) whose attribute `columns` names the variables, with
   an optional 1-D time dataset beside it; a group whose members are such datasets or groups is
   one trial each.
+- Space-time fields (`dynid symbolic --pde` only): in one HDF5 group (`file.h5` or
+  `file.h5:/group`), each field a dataset of shape (n_t, n_x) or (n_t, n_x, n_y), all of one
+  shape, on a uniform grid; coordinates are 1-D datasets `t` (or `time`), `x`, `y` beside them,
+  or attributes `dt`, `dx`, `dy` (origins `t0`, `x0`, `y0`) of a field or the group (`--dt`
+  when there is neither). `--columns u,v` picks the fields (default: every dataset of two or
+  more dimensions). The JSON adds `"pde": true` and `"space": ["x", ...]`; text reads
+  `u_t = -u u_x + 0.1 u_xx`.
 - Missing values (`--nan`): by default a trial is cut into NaN-free segments (said on stderr);
   `error`, `drop` and `interpolate` are the alternatives. Backends that handle missing values
   natively (Kalman-type) use them as they are.

@@ -25,6 +25,7 @@ def symbolic(
     terms: Annotated[Optional[str], typer.Option("--terms", help="Extra terms, comma-separated, in the variable names: 'sin(x-y), x/(1+x**2)'.")] = None,
     derivative: Annotated[Optional[str], typer.Option("--derivative", help="auto (from the estimated noise), finite_difference, savgol, spectral, tv, spline or weak.")] = None,
     discrete: Annotated[bool, typer.Option("--discrete", help="Identify a discrete-time map x[k+1] = f(x[k]).")] = False,
+    pde: Annotated[bool, typer.Option("--pde", help="Identify PDEs u_t = f(u, u_x, ...) from space-time fields in an HDF5 group: datasets (n_t, n_x) or (n_t, n_x, n_y), coordinates t, x, y (datasets or dt/dx/dy attributes); --columns picks fields; -p sets the PDE hyperparameters (max_degree, max_order, ensemble, half_widths, ...).")] = False,
     ensemble: Annotated[Optional[int], typer.Option("--ensemble", min=0, help="Bootstrap models for inclusion probabilities and intervals (0: none) [default: 20].")] = None,
     jobs: Annotated[Optional[int], typer.Option("--jobs", "-j", min=0, help="Worker processes for the sweeps (0: one per CPU) [default: 1].")] = None,
     output_format: Annotated[str, typer.Option("--format", help="text, latex or json (--json is the same as --format json).", autocompletion=completion.choices(FORMATS))] = "text",
@@ -52,6 +53,19 @@ def symbolic(
     chosen = "json" if out.json_mode else output_format
     if chosen not in FORMATS:
         raise UsageError(f"--format {output_format}: expected one of {', '.join(FORMATS)}")
+    if pde:
+        ode_only = {"--library": library, "--terms": terms, "--derivative": derivative, "--discrete": discrete or None,
+                    "--jobs": jobs, "--save-model": save_model, "--report": report}
+        given = [name for name, value in ode_only.items() if value is not None]
+        if given:
+            raise UsageError(f"{given[0]} does not apply to --pde")
+        text = _identify_pde(data_files, data, param, ensemble, run.seed, chosen, precision)
+        if output and output != "-":
+            write_text(output, text)
+            out.info(f"wrote {output}")
+        else:
+            out.emit_text(text)
+        return
     flags = {"library": library, "terms": terms, "derivative": derivative, "ensemble": ensemble, "jobs": jobs}
     # -p wins over these flags, and --discrete over -p, as they always have.
     values = {**{k: v for k, v in flags.items() if v is not None}, **split_assignments(param or [])}
@@ -84,3 +98,28 @@ def symbolic(
         # The model section: equations with intervals and Pareto fronts, and free runs on DATA.
         write_run_report(report, models=[run_model(save_model, fitted.model, fitted.metadata)],
                          results=[], data=dataset, out=out)
+
+
+def _identify_pde(
+    data_files: list[str], data: DataOptions, param: Optional[list[str]], ensemble: Optional[int], seed: Optional[int],
+    chosen: str, precision: int,
+) -> str:
+    """``--pde``: the fields of the one HDF5 DATA, identified and rendered in ``chosen`` format."""
+    from dynid import api
+    from dynid.cli.options import split_names
+    from dynid.data.fields import read_fields
+    from dynid.documents import to_text
+    from dynid.errors import UsageError
+    from dynid.params import split_assignments
+    from dynid.symbolic import format_latex, format_text
+    from dynid.symbolic.pde import PdeParams
+
+    if len(data_files) != 1:
+        raise UsageError(f"--pde reads one HDF5 file of fields, got {len(data_files)} DATA arguments")
+    values = {**({"ensemble": ensemble} if ensemble is not None else {}), **split_assignments(param or [])}
+    hyper = PdeParams.from_values(values, option="-p ")
+    fields = read_fields(data_files[0], split_names(data.columns), data.dt)
+    result = api.identify_pde(fields, hyper, seed=seed)
+    if chosen == "json":
+        return to_text(result)
+    return (format_latex if chosen == "latex" else format_text)(result, precision)

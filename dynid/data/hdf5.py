@@ -19,6 +19,9 @@ from dynid.data.table import Table, check_unique_names
 from dynid.data.times import AUTO_TIME_NAMES, is_time_name, parse_iso_datetimes, split_unit
 from dynid.errors import DataError
 
+# Space-time fields u(t, x, y) are 3-D datasets, which only the PDE reader takes.
+PDE_HINT = " (space-time fields: dynid symbolic --pde)"
+
 
 def read_hdf5(path: str, inner: str | None, wanted: set[str] | None) -> list[Table]:
     """The trials in ``path`` (under ``inner``, default the root). ``wanted``: columns to read
@@ -70,7 +73,7 @@ def _collect_trials(path: str, node, wanted: set[str] | None) -> list[Table]:  #
             # be ambiguous, so their time comes from a 't' column, attributes or --dt.
             tables.append(_matrix_trial(path, member, None, wanted))
     if not tables:
-        raise DataError(f"{path}:{node.name}: no 2-D dataset or 1-D columns inside")
+        raise DataError(f"{path}:{node.name}: no 2-D dataset or 1-D columns inside{PDE_HINT}")
     return tables
 
 
@@ -101,7 +104,7 @@ def _single_trial(path: str, group, wanted: set[str] | None) -> Table | None:  #
 def _matrix_trial(path: str, dataset, parent, wanted: set[str] | None) -> Table:  # type: ignore[no-untyped-def]
     where = f"{path}:{dataset.name}"
     if dataset.ndim != 2:
-        raise DataError(f"{where}: expected a 2-D dataset (samples x variables), got {dataset.ndim}-D")
+        raise DataError(f"{where}: expected a 2-D dataset (samples x variables), got {dataset.ndim}-D{PDE_HINT}")
     if dataset.dtype.kind not in "fiu":
         raise DataError(f"{where}: dataset is not numeric")
     names = _names(dataset.attrs.get("columns"), [f"x{i}" for i in range(dataset.shape[1])], where)

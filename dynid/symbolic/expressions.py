@@ -137,7 +137,7 @@ def build_result(
     var_symbols, input_symbols = assign_symbols(variables, inputs)
     coordinate_symbols = dict(zip(tokens, [*var_symbols, *input_symbols], strict=True))
     terms = [str(feature_expression(f, coordinate_symbols)) for f in feature_names]
-    return _assemble(
+    return assemble_result(
         variables, inputs, terms, list(feature_names), coefficients, discrete=discrete, metrics=metrics
     )
 
@@ -173,13 +173,13 @@ def build_term_result(
         str(parse_coordinate_expression(e, len(variables), len(inputs)).xreplace(substitution))
         for e in expressions
     ]
-    return _assemble(
+    return assemble_result(
         variables, inputs, terms, list(expressions), coefficients,
         discrete=discrete, metrics=metrics, term_details=term_details,
     )
 
 
-def _assemble(
+def assemble_result(
     variables: Sequence[str],
     inputs: Sequence[str],
     terms: list[str],
@@ -190,7 +190,9 @@ def _assemble(
     metrics: Mapping[str, Any] | None,
     term_details: Sequence[Sequence[Mapping[str, Any]]] | None = None,
 ) -> dict[str, Any]:
-    """The result dict from terms already written in the output symbols (``terms``)."""
+    """The result dict from terms already written in the output symbols (``terms``, as
+    ``assign_symbols`` names the variables); ``term_details[i][k]``: extra entries of term k
+    in equation i (intervals, inclusion probabilities)."""
     var_symbols, input_symbols = assign_symbols(variables, inputs)
     equations = []
     for i, (lhs, row) in enumerate(zip(var_symbols, coefficients, strict=True)):

@@ -14,12 +14,13 @@ DEFAULT_PRECISION = 6
 
 
 def format_text(result: dict[str, Any], precision: int = DEFAULT_PRECISION) -> str:
-    """One line per equation, "dx/dt = -10 x + 10 y" (maps: "x[k+1] = ..."), then symbol notes."""
+    """One line per equation, "dx/dt = -10 x + 10 y" (maps: "x[k+1] = ..."; PDEs:
+    "u_t = -u u_x + 0.1 u_xx"), then symbol notes."""
     number = partial(_number_text, precision=_checked(precision))
     discrete = result.get("discrete", False)
     lines = []
     for equation in result["equations"]:
-        lines.append(_equation_line(equation, discrete, number))
+        lines.append(_equation_line(equation, discrete, number, pde=result.get("pde", False)))
         lines += _uncertainty_lines(equation["terms"], number)
     lines += _symbol_notes(result, "where {symbol} = {name}")
     return "\n".join(lines) + "\n"
@@ -31,8 +32,8 @@ def equation_text(equation: dict[str, Any], discrete: bool,
     return _equation_line(equation, discrete, partial(_number_text, precision=_checked(precision)))
 
 
-def _equation_line(equation: dict[str, Any], discrete: bool, number: Any) -> str:
-    lhs = f"{equation['lhs']}[k+1]" if discrete else f"d{equation['lhs']}/dt"
+def _equation_line(equation: dict[str, Any], discrete: bool, number: Any, pde: bool = False) -> str:
+    lhs = f"{equation['lhs']}_t" if pde else f"{equation['lhs']}[k+1]" if discrete else f"d{equation['lhs']}/dt"
     pieces = [(_text_term(t["term"]), t["coefficient"]) for t in equation["terms"]]
     return f"{lhs} = {_join(pieces, number, ' ')}"
 
@@ -74,7 +75,7 @@ def format_latex(result: dict[str, Any], precision: int = DEFAULT_PRECISION) -> 
     lines = []
     for equation in result["equations"]:
         target = sympy.latex(names[equation["lhs"]])
-        lhs = f"{{{target}}}_{{k+1}}" if discrete else rf"\dot{{{target}}}"
+        lhs = rf"\partial_t {target}" if result.get("pde") else f"{{{target}}}_{{k+1}}" if discrete else rf"\dot{{{target}}}"
         pieces = [
             (sympy.latex(sympy.sympify(t["term"], locals=names)), t["coefficient"])
             for t in equation["terms"]
