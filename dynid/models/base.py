@@ -46,6 +46,9 @@ class Capabilities:
     training: bool = False
     # Discrete hidden states that rows of known state can fix (--labels; fit and states).
     labels: bool = False
+    # The inputs are conditions, constant within each trial (fit, forecast and states refuse
+    # inputs that vary within one).
+    conditions: bool = False
 
 
 @dataclass(frozen=True)
