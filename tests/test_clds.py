@@ -223,6 +223,19 @@ def test_a_condition_outside_the_covered_range_is_refused():
         model.simulate(far.trials[0], 5, far.trials[0].u[:5])
 
 
+def test_auto_tries_clds_only_on_conditions():
+    from dynid.models import registry
+    from dynid.selection import applicable
+
+    _, data = fitted()
+    clds = registry.get("clds")
+    assert applicable(clds, data) is None
+    assert "per-trial conditions" in applicable(clds, without_inputs(data))
+    trial = data.trials[0]
+    varying = data.with_trials([Trial(trial.t, trial.x, np.linspace(0, 1, trial.n_samples)[:, None])])
+    assert "constant within each trial" in applicable(clds, varying)
+
+
 def test_future_inputs_must_repeat_the_condition():
     model, _ = fitted()
     trial = simulate((0.5,), 1, 20, seed=5).trials[0]
@@ -258,7 +271,8 @@ def test_cli_fit_states_and_forecast_at_an_unseen_condition(cli, files):
               "-p", "lengthscale=1", "-p", "drive_sd=30", "-o", model)
     assert fit.returncode == 0, fit.stderr
     info = cli("info", model)
-    assert info.returncode == 0 and b"spectral_radius_range" in info.stdout
+    assert info.returncode == 0
+    assert b"spectral_radius_range" in info.stdout and b"fixed_point_range" in info.stdout
     states = cli("states", model, held_out, *common)
     assert states.returncode == 0, states.stderr
     lines = states.stdout.decode().splitlines()

@@ -398,14 +398,21 @@ class CLDS(Backend):
 
     def _grid_summary(self) -> dict[str, Any]:
         """Ranges over the grid, for ``info``: spectral radius, frequency (cycles per time
-        unit) of the leading eigenvalue."""
+        unit) of the leading eigenvalue, and each variable's value at the fixed point (null
+        where A(u) has an eigenvalue 1 everywhere)."""
         leading = self.grid_eigenvalues_[:, 0]
         frequency = np.abs(np.angle(leading)) / (2 * math.pi * self.dt_)
         low, high = self.system_.basis.covered()
+        fixed = self.grid_fixed_observations_
+        seen = np.isfinite(fixed).all(axis=1)
         return {
             "condition_range": [[float(a), float(b)] for a, b in zip(low, high)],
             "spectral_radius_range": [float(np.abs(leading).min()), float(np.abs(leading).max())],
             "leading_frequency_range": [float(frequency.min()), float(frequency.max())],
+            "fixed_point_range": {
+                name: [float(fixed[seen, k].min()), float(fixed[seen, k].max())] if seen.any() else None
+                for k, name in enumerate(self.variables_)
+            },
         }
 
     # -- conditions --------------------------------------------------------------------------
