@@ -57,6 +57,7 @@ from dynid.data.dataset import Dataset, Trial
 from dynid.errors import DataError
 from dynid.linear.dynamics import sort_by_modulus
 from dynid.linear.kalman import Course, StateSpace, forecast, kalman_filter
+from dynid.linear.subspace import VARIANCE_FLOOR
 from dynid.models.base import Backend, Capabilities, Hyperparameters, LatentStates, PredictiveInterval, expect_array, param
 from dynid.models.latent.em import Moments, expectations, maximise_observation
 from dynid.models.latent.fourier import FourierBasis
@@ -287,7 +288,9 @@ def residual_covariance(system: ConditionalSystem, conditions: np.ndarray, found
         fitted = step @ cross[k]
         total += moment.xx[1:].sum(axis=0) - fitted - fitted.T + step @ gram[k] @ step.T
     count = sum(moment.x.shape[0] - 1 for moment in found)
-    return 0.5 * (total + total.T) / count
+    q = 0.5 * (total + total.T) / count
+    # A floor keeps the Cholesky factor of ``whitened`` defined for a noiseless direction.
+    return q + VARIANCE_FLOOR * max(float(np.trace(q)) / system.n_latent, np.finfo(float).tiny) * np.eye(system.n_latent)
 
 
 def whitened(system: ConditionalSystem, q: np.ndarray) -> ConditionalSystem:
