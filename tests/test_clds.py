@@ -84,7 +84,8 @@ def without_inputs(data: Dataset) -> Dataset:
 @functools.cache
 def fitted():
     data = simulate(TRAIN_CONDITIONS, 2, SAMPLES, seed=1)
-    return api.fit(data, "clds", {"latent": 2, "lengthscale": 1.0, "drive_sd": 30.0, "max_iter": 40}, device="cpu").model, data
+    params = {"latent": 2, "lengthscale": 1.0, "drive_sd": 30.0, "max_iter": 40}
+    return api.fit(data, "clds", params, device="cpu").model, data
 
 
 def eigenvalue_error(model, u: float) -> float:

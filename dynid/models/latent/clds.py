@@ -58,7 +58,15 @@ from dynid.errors import DataError
 from dynid.linear.dynamics import sort_by_modulus
 from dynid.linear.kalman import Course, StateSpace, forecast, kalman_filter
 from dynid.linear.subspace import VARIANCE_FLOOR
-from dynid.models.base import Backend, Capabilities, Hyperparameters, LatentStates, PredictiveInterval, expect_array, param
+from dynid.models.base import (
+    Backend,
+    Capabilities,
+    Hyperparameters,
+    LatentStates,
+    PredictiveInterval,
+    expect_array,
+    param,
+)
 from dynid.models.latent.em import Moments, expectations, maximise_observation
 from dynid.models.latent.fourier import FourierBasis
 from dynid.models.latent.iterations import EMResult, iterate_em
@@ -290,7 +298,8 @@ def residual_covariance(system: ConditionalSystem, conditions: np.ndarray, found
     count = sum(moment.x.shape[0] - 1 for moment in found)
     q = 0.5 * (total + total.T) / count
     # A floor keeps the Cholesky factor of ``whitened`` defined for a noiseless direction.
-    return q + VARIANCE_FLOOR * max(float(np.trace(q)) / system.n_latent, np.finfo(float).tiny) * np.eye(system.n_latent)
+    n = system.n_latent
+    return q + VARIANCE_FLOOR * max(float(np.trace(q)) / n, np.finfo(float).tiny) * np.eye(n)
 
 
 def whitened(system: ConditionalSystem, q: np.ndarray) -> ConditionalSystem:
@@ -319,7 +328,8 @@ def choose_prior(system: ConditionalSystem, trials: list[Trial], conditions: np.
     for kappa in kappas:
         features = FourierBasis.over(conditions, kappa, params.prior_sd, params.max_frequencies).features(conditions)
         for drive in drives:
-            evidence[kappa, drive] = log_evidence(*regression(features, *transition_sums(found, drive / params.prior_sd)))
+            sums = transition_sums(found, drive / params.prior_sd)
+            evidence[kappa, drive] = log_evidence(*regression(features, *sums))
     # Ties (as in kappa with one condition, whose evidence cannot depend on it): the smoothest.
     kappa, drive = max(sorted(evidence, key=lambda pair: (-pair[0], pair[1])), key=evidence.__getitem__)
     basis = FourierBasis.over(conditions, kappa, params.prior_sd, params.max_frequencies)
