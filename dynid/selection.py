@@ -66,6 +66,10 @@ def applicable(backend: type[Backend], data: Dataset) -> str | None:
         return "trains a network (minutes at its defaults); ask for it with --model"
     if data.inputs and not caps.inputs:
         return "does not take inputs"
+    if caps.conditions and not data.inputs:
+        return "takes per-trial conditions as --inputs (without them it is lds)"
+    if caps.conditions and any(trial.u is not None and np.ptp(trial.u, axis=0).max() > 0 for trial in data.trials):
+        return "needs inputs constant within each trial (conditions)"
     if data.dt is None and caps.uniform_steps:
         return "needs uniform time steps"
     if not caps.nan and not np.all(np.isfinite(data.stacked()[0])):

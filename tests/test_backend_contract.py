@@ -41,6 +41,7 @@ CONTRACT_PARAMS: dict[str, list[str]] = {
     "arhmm": ["states=2", "restarts=1"],
     "edm": ["max_E=2"],
     "slds": ["regimes=2", "restarts=1", "max_iter=10"],
+    "clds": ["latent=2", "max_iter=10", "lengthscale=1", "drive_sd=10"],
     "ltc": ["hidden=8", "backbone=16", "window=8", "epochs=3"],
     "plrnn": ["epochs=2", "batches=3", "sequence=20", "hidden=8"],
     "alrnn": ["epochs=2", "batches=3", "sequence=20", "latent=6"],
@@ -66,16 +67,31 @@ def catalogued(system: str, n: int = N_SAMPLES) -> Dataset:
 # The stable 4-D linear ODE every backend can model, and the same kind of system with an input.
 AUTONOMOUS = catalogued("linear")
 FORCED = catalogued("forced-oscillator")
+# For backends whose inputs are per-trial conditions: AUTONOMOUS cut into three trials, each
+# with its own constant input.
+CONDITIONED = AUTONOMOUS.with_trials([
+    Trial(trial.t, trial.x, np.full((trial.n_samples, 1), float(k)))
+    for k, trial in enumerate(AUTONOMOUS.trials[0].slice(start, start + N_SAMPLES // 3)
+                              for start in range(0, N_SAMPLES, N_SAMPLES // 3))
+], inputs=("u",))
 
 
 def fit(name: str, data: Dataset, seed: int = 0) -> Backend:
     return api.fit(data, name, CONTRACT_PARAMS.get(name, []), seed=seed, device="cpu").model
 
 
+def with_inputs(name: str) -> Dataset:
+    """The data with inputs the backend takes: FORCED, or CONDITIONED for per-trial conditions."""
+    return CONDITIONED if registry.get(name).capabilities.conditions else FORCED
+
+
 def future_inputs(model: Backend, steps: int) -> np.ndarray | None:
-    """Inputs for a forecast past the end of FORCED (its own inputs, continued), or None."""
+    """Inputs for a forecast past the end of ``with_inputs``' data (FORCED's own inputs,
+    continued; CONDITIONED's last condition, repeated), or None."""
     if not model.inputs_:
         return None
+    if model.capabilities.conditions:
+        return np.repeat(CONDITIONED.trials[-1].u[-1:], steps, axis=0)
     return catalogued("forced-oscillator", N_SAMPLES + steps).trials[0].u[N_SAMPLES:]
 
 
@@ -134,7 +150,8 @@ def test_model_file_round_trip_forecasts_bit_identically(name, system, fitted, t
     if system == "with inputs":
         if not registry.get(name).capabilities.inputs:
             pytest.skip("the backend takes no inputs (test_inputs_as_declared covers it)")
-        data, model = FORCED, fit(name, FORCED)
+        data = with_inputs(name)
+        model = fit(name, data)
     else:
         data, model = AUTONOMOUS, fitted
     path = str(tmp_path / "model.dynid")
@@ -181,13 +198,18 @@ def test_inputs_as_declared(name):
         with pytest.raises(DataError, match="drop --inputs"):
             fit(name, FORCED)
         return
-    model = fit(name, FORCED)
-    assert model.inputs_ == FORCED.inputs
-    history = FORCED.trials[0]
+    data = with_inputs(name)
+    if data is CONDITIONED:
+        # Conditions are constant within a trial; FORCED's input varies.
+        with pytest.raises(DataError, match="varies within a trial"):
+            fit(name, FORCED)
+    model = fit(name, data)
+    assert model.inputs_ == data.inputs
+    history = data.trials[-1]
     with pytest.raises(DataError, match="--future-inputs"):
         model.simulate(history, HORIZON)
     forecast = model.simulate(history, HORIZON, future_inputs(model, HORIZON))
-    assert forecast.shape == (HORIZON, FORCED.n_variables) and np.all(np.isfinite(forecast))
+    assert forecast.shape == (HORIZON, data.n_variables) and np.all(np.isfinite(forecast))
 
 
 def test_missing_values_as_declared(name):

@@ -30,6 +30,7 @@ def models(*, out: Output) -> None:
                     "nan": caps.nan,
                     "cuda": caps.cuda,
                     "stochastic": caps.stochastic,
+                    "conditions": caps.conditions,
                 },
                 "hyperparameters": backend.Params.describe(),
             }

@@ -46,6 +46,9 @@ class Capabilities:
     training: bool = False
     # Discrete hidden states that rows of known state can fix (--labels; fit and states).
     labels: bool = False
+    # The inputs are conditions, constant within each trial (fit, forecast and states refuse
+    # inputs that vary within one).
+    conditions: bool = False
 
 
 @dataclass(frozen=True)
@@ -312,7 +315,7 @@ class Backend(ABC):
         """The hidden states of ``data`` (``dynid states``); UsageError for models without.
         labels: as ``fit``'s, for backends with ``capabilities.labels``."""
         raise UsageError(
-            f"the {self.name} model has no hidden states; fit a latent-state model (lds, ctlds, hmm, arhmm, slds)"
+            f"the {self.name} model has no hidden states; fit a latent-state model (lds, ctlds, clds, hmm, arhmm, slds)"
         )
 
     def predictive(
@@ -322,7 +325,7 @@ class Backend(ABC):
         UsageError for models without a predictive distribution."""
         raise UsageError(
             f"--interval: the {self.name} model has no predictive distribution; "
-            "fit a stochastic model (lds, ctlds, hmm) or drop --interval"
+            "fit a stochastic model (lds, ctlds, clds, hmm) or drop --interval"
         )
 
     # -- helpers -------------------------------------------------------------------------------

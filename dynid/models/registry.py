@@ -21,6 +21,7 @@ _BACKENDS: dict[str, str] = {
     "hmm": "dynid.models.latent.hmm:HMM",
     "arhmm": "dynid.models.latent.hmm:ARHMM",
     "slds": "dynid.models.latent.slds:SLDS",
+    "clds": "dynid.models.latent.clds:CLDS",
     "koopman": "dynid.models.operator.koopman:Koopman",
     "edm": "dynid.models.edm:EDM",
     "signature": "dynid.models.signature:Signature",

@@ -1,5 +1,6 @@
 """Model parts of latent-state models: the smoothed hidden states of ``--data`` over time with
-their bands, and the eigenvalues of a continuous-time generator. Each registers itself with
+their bands, the eigenvalues of a continuous-time generator, and the eigenvalues and fixed
+points against the condition of a conditionally linear model (``clds``). Each registers itself with
 ``sections.model_part``; importing this module (``dynid.report`` does) is enough."""
 
 from __future__ import annotations
@@ -76,3 +77,37 @@ def _continuous_eigenvalues(ctx: ModelContext) -> str:
         parts.append(table([(key, value) for key, value in checks.items() if key != "warnings"]))
         parts.extend(note(sentence) for sentence in checks["warnings"])
     return "\n".join(parts)
+
+
+@model_part(
+    "Dynamics against the condition",
+    applies=lambda ctx: callable(getattr(ctx.model, "condition_dynamics", None)),
+)
+def _condition_dynamics(ctx: ModelContext) -> str | None:
+    found = ctx.model.condition_dynamics()  # type: ignore[attr-defined]
+    if len(found.names) != 1:
+        return note("the dynamics are tabulated over several condition columns; plots show one "
+                    "(see the model file's condition_* arrays)") if found.names else None
+    u, name = found.grid[:, 0], found.names[0]
+    values, step = found.eigenvalues, ctx.model.dt_
+    training = np.unique(found.training[:, 0]).tolist()
+
+    def plot(columns: np.ndarray, labels: list[str], title: str) -> str:
+        lines = [Series(label, u, columns[:, k]) for k, label in enumerate(labels)]
+        return line_plot(lines, title=title, xlabel=name, height=200, vlines=training)
+
+    n = values.shape[1]
+    shown = list(ctx.model.variables_[:MAX_STATES])
+    eigen = [f"\u03bb{k}" for k in range(n)]
+    plots = [
+        plot(np.abs(values), eigen, "eigenvalue modulus |\u03bb| (per step dt)"),
+        plot(np.abs(np.angle(values)) / (2 * math.pi * step), eigen,
+             "frequency |arg \u03bb| / (2\u03c0 dt), cycles per time unit"),
+        plot(found.fixed_observations[:, :MAX_STATES], shown, "fixed point C z*(u) + c"),
+    ]
+    caption = (
+        f"the {n} eigenvalues of A({name}) (by decreasing modulus) and the fixed point in the data's "
+        f"variables ({', '.join(shown)}), over the training conditions' range "
+        "and a quarter of it either side; dotted lines mark the training conditions"
+    )
+    return figure("".join(plots), caption)

@@ -98,7 +98,7 @@ class LDS(Backend):
     def _fit(self, data: Dataset, *, seed: int | None, device: str, progress: Any) -> None:
         params: LDSParams = self.params  # type: ignore[assignment]
         trials = list(data.trials)
-        _require_every_variable(data)
+        require_every_variable(data)
         _require_finite_inputs(data)
         if params.latent == "auto":
             n, scores = _choose_latent(trials, params)
@@ -186,12 +186,9 @@ class LDS(Backend):
         self, history: Trial, steps: int, future_inputs: np.ndarray | None, level: float
     ) -> PredictiveInterval:
         """Gaussian predictive: mean +- z sqrt(diag(C P C^T) + r), z the (1+level)/2 quantile."""
-        if not 0 < level < 1:
-            raise UsageError(f"--interval {level}: the level must lie strictly between 0 and 1")
+        check_level(level)
         self._check_history(history, steps, future_inputs)
-        mean, variance = self._predict(history, steps, future_inputs)
-        half = float(norm.ppf(0.5 + level / 2)) * np.sqrt(variance)
-        return PredictiveInterval(mean=mean, lower=mean - half, upper=mean + half, level=level)
+        return gaussian_interval(*self._predict(history, steps, future_inputs), level)
 
     def states(self, data: Dataset) -> LatentStates:
         """RTS-smoothed latent means and standard deviations of every sample of ``data``."""
@@ -202,20 +199,7 @@ class LDS(Backend):
                 f"({', '.join(self.variables_)}); select them with --columns"
             )
         _require_finite_inputs(data)
-        means, sds = [], []
-        for trial in data.trials:
-            course = self._course(trial)
-            smoothed = rts_smoother(course, kalman_filter(course, trial.x))
-            means.append(smoothed.means)
-            sds.append(np.sqrt(np.einsum("tii->ti", smoothed.covs)))
-        n = self.model_.n_latent
-        return LatentStates(
-            names=tuple(f"z_{k}" for k in range(n)),
-            t=np.concatenate([trial.t for trial in data.trials]),
-            trial=np.concatenate([np.full(trial.n_samples, k) for k, trial in enumerate(data.trials)]),
-            means=np.concatenate(means),
-            sds=np.concatenate(sds),
-        )
+        return smoothed_states(data, [self._course(trial) for trial in data.trials])
 
     # -- arrays ------------------------------------------------------------------------------
     def arrays(self) -> dict[str, np.ndarray]:
@@ -274,12 +258,43 @@ class LDS(Backend):
         return self.continuous_eigenvalues_
 
 
+def check_level(level: float) -> None:
+    """UsageError unless the ``--interval`` level lies strictly between 0 and 1."""
+    if not 0 < level < 1:
+        raise UsageError(f"--interval {level}: the level must lie strictly between 0 and 1")
+
+
+def gaussian_interval(mean: np.ndarray, variance: np.ndarray, level: float) -> PredictiveInterval:
+    """The central ``level`` interval mean +- z sqrt(variance), z the (1+level)/2 quantile of
+    N(0, 1); mean and variance (steps, d)."""
+    half = float(norm.ppf(0.5 + level / 2)) * np.sqrt(variance)
+    return PredictiveInterval(mean=mean, lower=mean - half, upper=mean + half, level=level)
+
+
+def smoothed_states(data: Dataset, courses: list[Course]) -> LatentStates:
+    """RTS-smoothed latent means and standard deviations of every sample of ``data``, each
+    trial filtered with its ``courses`` entry."""
+    means, sds = [], []
+    for trial, course in zip(data.trials, courses):
+        smoothed = rts_smoother(course, kalman_filter(course, trial.x))
+        means.append(smoothed.means)
+        sds.append(np.sqrt(np.einsum("tii->ti", smoothed.covs)))
+    n = courses[0].m0.shape[0]
+    return LatentStates(
+        names=tuple(f"z_{k}" for k in range(n)),
+        t=np.concatenate([trial.t for trial in data.trials]),
+        trial=np.concatenate([np.full(trial.n_samples, k) for k, trial in enumerate(data.trials)]),
+        means=np.concatenate(means),
+        sds=np.concatenate(sds),
+    )
+
+
 def _sorted(values: np.ndarray) -> np.ndarray:
     values = np.asarray(values).astype(complex)
     return values[sort_by_modulus(values)]
 
 
-def _require_every_variable(data: Dataset) -> None:
+def require_every_variable(data: Dataset) -> None:
     """DataError naming a variable with no observed value: it has no row of C to estimate."""
     seen = np.any([~np.isnan(trial.x).all(axis=0) for trial in data.trials], axis=0)
     if not seen.all():
