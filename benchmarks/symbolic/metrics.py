@@ -114,7 +114,8 @@ def _canonical_atom(atom):
 
 def _opaque(coefficient: float, rest) -> Term:
     """A term outside the N/D form (e.g. sqrt): its shape is its text with numbers blanked."""
-    numbers = sorted(rest.atoms(sp.Float), key=str)
+    # Floats and non-integer rationals alike (x**(3/2) in a truth, x**1.5 in a fit).
+    numbers = sorted((n for n in rest.atoms(sp.Number) if not n.is_Integer), key=str)
     blank = rest.xreplace({f: sp.Symbol(f"c{k}") for k, f in enumerate(numbers)})
     return Term(("opaque", sp.srepr(blank)), coefficient, tuple(float(f) for f in numbers), _label(rest))
 

@@ -71,9 +71,12 @@ METHOD = [
 ]
 
 
-def cases(quick: bool, noises=NOISES, dynid_params=DYNID_PARAMS) -> list[Case]:
-    systems = [s for s in SYSTEMS if not quick or s.name in QUICK_SYSTEMS]
-    lengths = (150,) if quick else LENGTHS
+def cases(quick: bool, noises=NOISES, dynid_params=DYNID_PARAMS, names=(), lengths=LENGTHS) -> list[Case]:
+    """The cases of the sweep; ``names`` adds systems to the quick set (or, in a full run,
+    restricts the sweep to them)."""
+    wanted = (*QUICK_SYSTEMS, *names) if quick else names
+    systems = [s for s in SYSTEMS if not wanted or s.name in wanted]
+    lengths = (150,) if quick else lengths
     # Longest records first, so that a parallel run does not end on one slow straggler.
     return [Case(s.name, noise, n, tuple(dynid_params))
             for n in sorted(lengths, reverse=True) for s in systems for noise in noises]
@@ -173,6 +176,10 @@ def main() -> None:
                         help="noise levels (fraction of each variable's std); default 0 0.01 0.05")
     parser.add_argument("--dynid-param", action="append", default=[], metavar="KEY=VALUE",
                         help="extra dynid symbolic hyperparameter (diagnostics; repeatable)")
+    parser.add_argument("--systems", nargs="+", default=[], metavar="NAME",
+                        help="with --quick: systems added to the quick set; else: only these systems")
+    parser.add_argument("--samples", type=int, nargs="+", default=list(LENGTHS), choices=LENGTHS,
+                        help="record lengths of a full run (default: all)")
     parser.add_argument("--tag", help="suffix of the output files (symbolic[-quick]-TAG.json/.md)")
     args = parser.parse_args()
     stem = "-".join(filter(None, ["symbolic", "quick" if args.quick else None, args.tag]))
@@ -180,8 +187,11 @@ def main() -> None:
         write(stem, rerender(json.loads((RESULTS / f"{stem}.json").read_text())))
         return
 
+    unknown = sorted(set(args.systems) - {s.name for s in SYSTEMS})
+    if unknown:
+        parser.error(f"unknown systems {unknown}")
     dynid_params = [*DYNID_PARAMS, *args.dynid_param]
-    todo = cases(args.quick, args.noise, dynid_params)
+    todo = cases(args.quick, args.noise, dynid_params, tuple(args.systems), tuple(args.samples))
     started = time.perf_counter()
     with OtherLoad() as load:
         rows = run_all(todo, args.jobs, args.timeout)
@@ -196,7 +206,8 @@ def main() -> None:
         "machine": machine(),
         "config": {
             "quick": args.quick,
-            "diagnostic": bool(args.dynid_param) or sorted(args.noise) != sorted(NOISES),
+            "diagnostic": bool(args.dynid_param) or sorted(args.noise) != sorted(NOISES)
+            or bool(args.systems) or sorted(args.samples) != sorted(LENGTHS),
             "jobs": args.jobs,
             "timeout_s": args.timeout,
             **describe(rows),

@@ -185,6 +185,22 @@ SYSTEMS: tuple[System, ...] = (
            (8.01, 8.0, 8.0, 8.0), (1.0, 2.0, -1.0, 3.0), _spans(3, 12), chaotic=True, note="F=8, 4 sites"),
 )
 
+# Forms outside the fixed libraries (issue 17 item 6): dynid's own systems, not textbook ones.
+# Each needs a term that no library of the sweep lists: a saturating loss beside logistic growth,
+# a non-integer power, a sigmoid with two fitted constants, a polynomial times a saturating term.
+OUTSIDE_LIBRARIES: tuple[System, ...] = (
+    System("harvested_logistic", ("x0 - x0**2/6 - 3/2*x0/(1 + x0)",), (1.2,), (7.0,), _spans(12),
+           note="logistic growth with a saturating (Holling II) harvest; stable at 4.30, threshold 0.70"),
+    System("power_decay", ("1/2 - x0**(3/2)",), (3.0,), (0.05,), _spans(8),
+           note="constant influx, loss x^1.5; settles at 0.63"),
+    System("sigmoid_switch", ("2/(1 + exp(3 - 2*x0)) - x0/2",), (1.0,), (3.5,), _spans(12),
+           note="sigmoid self-activation with decay; bistable (0.45 and 3.97, threshold ~0.86), both ICs go to the high state"),
+    System("saturating_predation", ("x0*(1 - x0/4) - x0*x1/(1 + x0)", "x0*x1/(1 + x0) - 3/5*x1"),
+           (2.0, 1.0), (3.0, 0.5), _spans(40, 200),
+           note="x y/(1 + x) predation on logistic prey; settles on a spiral to (1.5, 1.56)"),
+)
+SYSTEMS = SYSTEMS + OUTSIDE_LIBRARIES
+
 BY_NAME = {system.name: system for system in SYSTEMS}
 
 

@@ -8,8 +8,10 @@
 3. The chosen support refitted on all rows, constants inside nonlinear terms refined
    (``choice.refit``).
 4. Continuous-time data: coefficients and constants refined by multiple shooting (on clean
-   data this removes the finite difference's truncation error), and on noisy data terms the
-   trajectories' likelihood supports added (``shooting_step``).
+   data this removes the finite difference's truncation error); other libraries' choices that
+   came close on the equation errors compared with the winner by their trajectories
+   (``rivals``); and on noisy data terms the trajectories' likelihood supports added
+   (``shooting_step``).
 5. Uncertainty: a moving-block bootstrap ensemble repeats the whole selection on each bag
    (E-SINDy, ``ensemble``), giving every term an inclusion probability and, re-centred on the
    reported coefficient, a coefficient interval; coefficients step 4 refined get the interval
@@ -20,7 +22,7 @@ Here the steps are put together, and every equation's terms merged into one term
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -28,12 +30,13 @@ from threadpoolctl import threadpool_limits
 
 from dynid.data.dataset import Dataset
 from dynid.runtime import Progress, SilentProgress, Steps
-from dynid.symbolic.choice import EquationChoice, EvaluatedLibrary, choose_equations, refit
+from dynid.symbolic.choice import EquationChoice, EvaluatedLibrary, choose_equations, refit, selected_terms
 from dynid.symbolic.ensemble import bagging, pivot_interval
 from dynid.symbolic.folds import make_folds
 from dynid.symbolic.library import CustomLibrary, Term, TermSet, parse_library_spec
 from dynid.symbolic.options import SymbolicParams
 from dynid.symbolic.profile import FamilyProfile
+from dynid.symbolic.rivals import settle_rivals
 from dynid.symbolic.rows import RegressionRows, regression_rows
 from dynid.symbolic.selection import select
 from dynid.symbolic.shooting_step import adds_terms, shoot, shooting_additions, shooting_applies, shooting_data
@@ -108,12 +111,16 @@ def _identify(data: Dataset, params: SymbolicParams, seed: int | None, progress:
     chosen = choose_equations(d, candidates, rows, folds, params, steps, names)
 
     refits = [refit(i, choice, rows, params) for i, choice in enumerate(chosen)]
-    selected, start, origins = _selected_terms(chosen, refits, data)
+    selected, start, origins = selected_terms(chosen, refits, data)
     shooting = None
     if shooting_applies(rows, params):
         steps.start("multiple shooting")
         trials, noise = shooting_data(data)
         shooting = shoot(selected, start, trials, noise, rows)
+        if shooting is not None and any(choice.rivals for choice in chosen):
+            steps.start("rival libraries compared by trajectories")
+            chosen, refits, shooting = settle_rivals(chosen, refits, shooting, data, rows, params, trials, noise)
+            selected, start, origins = selected_terms(chosen, refits, data)
         if shooting is not None and adds_terms(rows):
             chosen, selected, start, origins, shooting = shooting_additions(
                 chosen, selected, start, origins, rows, params, shooting, trials, noise
@@ -168,33 +175,6 @@ def _build_termset(spec: str, user: CustomLibrary | None, data: Dataset, rows: R
     if user is not None:
         library = library + user
     return TermSet.build(library, data.n_variables, data.n_inputs, rows.states, rows.inputs)
-
-
-def _selected_terms(
-    chosen: list[EquationChoice], refits: list[tuple[np.ndarray, dict[str, float]]], data: Dataset
-) -> tuple[TermSet, np.ndarray, list[dict[int, int]]]:
-    """Every equation's selected terms side by side, each equation's constants renamed apart
-    (two equations may refine one library constant to different values): (term set of P
-    columns, coefficients (d, P) zero outside each equation's own columns, per equation
-    {column: library column})."""
-    terms, origins, renamed = [], [], 0
-    for choice, (coef, constants) in zip(chosen, refits):
-        names = dict.fromkeys(c for k in np.flatnonzero(coef) for c in choice.termset.terms[int(k)].constant_names)
-        renaming = {c: f"c{renamed + j}" for j, c in enumerate(names)}
-        renamed += len(names)
-        origin = {}
-        for k in np.flatnonzero(coef):  # the refit may drop unresolved terms
-            term = choice.termset.terms[int(k)]
-            valued = replace(term, constants=tuple((c, float(constants[c])) for c in term.constant_names))
-            origin[len(terms)] = int(k)
-            terms.append(valued.renamed(renaming))
-        origins.append(origin)
-    selected = TermSet(terms, data.n_variables, data.n_inputs)
-    coefficients = np.zeros((len(chosen), len(terms)))
-    for i, ((coef, _), origin) in enumerate(zip(refits, origins)):
-        for j, k in origin.items():
-            coefficients[i, j] = coef[k]
-    return selected, coefficients, origins
 
 
 def _on_final(values: np.ndarray, columns: np.ndarray, p: int) -> np.ndarray:

@@ -29,6 +29,7 @@ class SymbolicParams(Hyperparameters):
     ensemble: int = param(20, "bootstrap models for inclusion probabilities and intervals (0: none)")
     discrete: bool = param(False, "discrete-time map x[k+1] = f(x[k], u[k]) instead of an ODE")
     refine: bool = param(True, "refine constants inside nonlinear terms (x/(c+x)) by nonlinear least squares")
+    generate: bool = param(True, "try terms outside the libraries, generated from each equation's chosen terms (fitted powers, sigmoids, saturating shapes and their products), kept only when the held-out criterion pays for the larger search")
     shooting: bool = param(True, "continuous-time data: refit coefficients and constants to simulated trajectories (multiple shooting); on noisy data also add terms their likelihood supports")
     jobs: int = param(1, "worker processes for the per-equation sweeps (0: one per CPU); results do not depend on it")
 

@@ -108,7 +108,7 @@ def shooting_additions(
         added = np.flatnonzero(support & ~choice.support)
         if added.size != 1 or np.any(choice.support & ~support):  # a swap as well: not a one-term test
             continue
-        grown = EquationChoice(choice.library, support, choice.coef, choice.selection, choice.columns)
+        grown = choice.with_support(support, choice.coef)
         coef, constants = refit(i, grown, rows, params)
         if np.count_nonzero(coef) != k + 1:
             continue
@@ -131,7 +131,7 @@ def shooting_additions(
             continue
         if (fit.cost - trial.cost) / (trial.cost / max(trial.dof, 1)) > penalty:
             column = len(selected)
-            chosen = [*chosen[:i], EquationChoice(choice.library, support, coef, choice.selection, choice.columns), *chosen[i + 1:]]
+            chosen = [*chosen[:i], choice.with_support(support, coef), *chosen[i + 1:]]
             selected, fit = trial_terms, trial
             start = np.hstack([start, np.zeros((len(chosen), 1))])
             origins = [*origins[:i], {**origins[i], column: int(added[0])}, *origins[i + 1:]]
