@@ -11,9 +11,12 @@ On windows z_0..z_H of H + 1 consecutive standardised states, with l_s = K^s phi
 The loss is their sum (equal weights; all three are in units of the standardised states or
 their latent images, of order one). The eigenvalues of K are the Koopman eigenvalue estimates.
 
-A long rollout re-encodes every R steps (``reencode``): the decoded state is encoded again, so
-the latent state returns to the encoder's image instead of drifting off it, where the decoder
-was never trained (the latent error of a linear rollout grows without such a correction).
+A long rollout may re-encode every R steps (``reencode``): the decoded state is encoded again,
+so the latent state returns to the encoder's image where the linear rollout has drifted off it
+(into latent regions the decoder never saw). Each re-encoding also adds the autoencoder's
+reconstruction error: on a linear oscillator (tests/test_koopman_learned.py) the 10-period
+NRMSE was 0.025 never re-encoding, 0.105 every 20 steps, 0.21 every 10 and 2.0 every step, so
+the default is never.
 """
 
 from __future__ import annotations

@@ -84,13 +84,14 @@ class KoopmanParams(Hyperparameters):
     features: int = param(8, "learned: singular functions learned besides 1 and the states")
     latent: int = param(4, "autoencoder: latent coordinates (eigenvalues of K)")
     horizon: int = param(10, "autoencoder: steps of the latent rollout in the training loss")
-    reencode: int | None = param(
-        None, "autoencoder: forecasts re-encode the decoded state every this many steps "
-        "(none = `horizon`, the longest rollout trained; 0 = never)")
+    reencode: int = param(
+        0, "autoencoder: forecasts re-encode the decoded state every this many steps (0: "
+        "never; each re-encoding adds the autoencoder's reconstruction error, so it pays only "
+        "where the latent rollout drifts off the encoder's image)")
     width: int = param(64, "learned, autoencoder: hidden units per layer of each network")
     depth: int = param(2, "learned, autoencoder: hidden layers of each network")
     epochs: int = param(300, "learned, autoencoder: most training epochs")
-    lr: float = param(1e-3, "learned, autoencoder: Adam learning rate")
+    lr: float = param(3e-3, "learned, autoencoder: Adam learning rate")
     batch: int = param(128, "learned, autoencoder: snapshot pairs or windows per Adam step")
     patience: int = param(30, "learned, autoencoder: epochs without a lower validation loss "
                               "before stopping")
@@ -104,8 +105,8 @@ class KoopmanParams(Hyperparameters):
                 raise ValueError(f"{name} must be a positive integer, not {getattr(self, name)}")
         if self.rank is not None and self.rank < 1:
             raise ValueError(f"rank must be a positive integer or none, not {self.rank}")
-        if self.reencode is not None and self.reencode < 0:
-            raise ValueError(f"reencode must be 0, a positive integer or none, not {self.reencode}")
+        if self.reencode < 0:
+            raise ValueError(f"reencode must be 0 or a positive integer, not {self.reencode}")
         if not self.lr > 0:
             raise ValueError(f"lr must be positive, not {self.lr}")
         if not 0 <= self.validation < 1:
@@ -334,8 +335,8 @@ class Koopman(Backend):
         autoencoder decodes psi instead, re-encoding every ``reencode`` steps)."""
         if hasattr(self, "autoencoder_"):
             params: KoopmanParams = self.params  # type: ignore[assignment]
-            every = params.horizon if params.reencode is None else params.reencode
-            z = self.autoencoder_.rollout(self._standardise(history.x[-1]), steps, every)
+            z = self.autoencoder_.rollout(self._standardise(history.x[-1]), steps,
+                                          params.reencode)
             return z * self.scale_ + self.center_
         window = self.dictionary_.window
         psi = self.dictionary_.lift(self._standardise(history.x[-window:]))[-1]
