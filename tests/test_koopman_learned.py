@@ -131,6 +131,8 @@ def test_learned_bases_round_trip_through_a_model_file(basis, tmp_path):
     np.testing.assert_array_equal(restored.simulate(history, 20), forecast)
     np.testing.assert_array_equal(again.simulate(history, 20), forecast)  # seeded
     arrays = restored.arrays()
+    for name, value in model.arrays().items():
+        np.testing.assert_array_equal(arrays[name], value, err_msg=name)
     r = arrays["eigenvalues"].shape[0]
     assert arrays["modes"].shape == (2, r) and arrays["timescales"].shape == (r,)
     np.testing.assert_allclose(arrays["continuous_eigenvalues"],

@@ -206,6 +206,7 @@ class Koopman(Backend):
             features = [network.features(net, z).numpy()
                         for net, z in ((network.f, now), (network.g, later), (network.f, later))]
         estimate = cca_estimate(*features)
+        self.singular_values_ = estimate.singular_values
         self.dictionary_ = LearnedLift(network, estimate.align_f)
         self.operator_ = np.ascontiguousarray(estimate.operator.T)
         phi = self.dictionary_.lift(now.numpy())
@@ -378,17 +379,16 @@ class Koopman(Backend):
             arrays["kernel_landmarks"] = dictionary.landmarks
             arrays["kernel_width"] = np.array([dictionary.width])
             arrays["kernel_projection"] = dictionary.projection
-        elif network is not None and not hasattr(self, "autoencoder_"):
+        elif self.params.basis == "learned":  # type: ignore[attr-defined]
             arrays["align_f"] = dictionary.align_f  # type: ignore[union-attr]
-            arrays["singular_values"] = np.asarray(self.metrics_.get("singular_values", []))
+            arrays["singular_values"] = self.singular_values_
         return arrays
 
     def _network(self) -> torch.nn.Module | None:
         """The trained network of a learned basis; None for a dictionary."""
         if hasattr(self, "autoencoder_"):
             return self.autoencoder_
-        network = getattr(getattr(self, "dictionary_", None), "network", None)
-        return network
+        return getattr(getattr(self, "dictionary_", None), "network", None)
 
     def _load_arrays(self, arrays: dict[str, np.ndarray]) -> None:
         params: KoopmanParams = self.params  # type: ignore[assignment]
@@ -445,6 +445,8 @@ class Koopman(Backend):
             network = SingularFunctionPair(d, params.features, params.width, params.depth)
             align = expect_array(arrays, "align_f", (None, 1 + d + params.features))
             self.dictionary_ = LearnedLift(network, align.astype(float))
+            self.singular_values_ = expect_array(
+                arrays, "singular_values", (align.shape[0],)).astype(float)
         for name, like in module_to_arrays(network).items():
             expect_array(arrays, _NETWORK + name, like.shape)
         arrays_to_module(network, {k[len(_NETWORK):]: v for k, v in arrays.items()
