@@ -10,6 +10,11 @@ them (an affine change, so the same spectrum), which makes the two Gaussian kern
 PyDMD forms the N x N Gram matrix of all snapshot pairs; its full rank (svd_rank=-1) takes
 minutes at N = 1200 on 2 cores, so it gets the rank dynid chose.
 
+Rows without a PyDMD counterpart (PyDMD has no learned basis; pykoopman pins an old torch):
+dynid's trained bases, ``learned`` (nested-LoRA singular functions) and ``autoencoder``, fitted
+once each (seed 0) with the settings in ``TRAINED``, on the data of
+tests/test_koopman_learned.py (many short trajectories: see there why).
+
     python benchmarks/koopman_vs_pydmd.py [--trials 6] [--repeats 3] [-o results/koopman.json]
 """
 
@@ -19,6 +24,7 @@ import argparse
 import json
 import platform
 import sys
+import time
 from pathlib import Path
 
 import numpy as np
@@ -28,13 +34,14 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent / "tests"))  # the ground truth the tests use
 
 from test_koopman import DT, TARGETS, matched_relative_errors, trajectories  # noqa: E402
+from test_koopman_learned import SLOW_MANIFOLD_TRAINED, learned_data  # noqa: E402
 
 from dynid.data.dataset import Dataset  # noqa: E402
 from dynid.models.operator.koopman import Koopman, KoopmanParams  # noqa: E402
 
 
-def dynid_fit(data: Dataset, basis: str) -> Koopman:
-    return Koopman(KoopmanParams(basis=basis)).fit(data, seed=0)
+def dynid_fit(data: Dataset, basis: str, **settings: int | float) -> Koopman:
+    return Koopman(KoopmanParams(basis=basis, **settings)).fit(data, seed=0)  # type: ignore[arg-type]
 
 
 def pydmd_fit(
@@ -92,6 +99,17 @@ def main() -> None:
             print(f"{basis:<6} {side:<6} rank {rank:3d}  fit {row['fit']['median_s']:8.3f} s "
                   f"(median of {args.repeats})  relative errors mu, 2mu, lambda "
                   + ", ".join(f"{e:.1e}" for e in row["errors_mu_2mu_lambda"]))
+    data = learned_data()
+    for basis, settings in SLOW_MANIFOLD_TRAINED.items():
+        started = time.perf_counter()
+        model = dynid_fit(data, basis, **settings)
+        seconds = time.perf_counter() - started
+        row = {"settings": settings, "epochs": model.metrics_["epochs"], "fit_s": seconds,
+               "errors_mu_2mu_lambda": errors(model.continuous_eigenvalues_)}
+        results[basis] = {"dynid": row}
+        print(f"{basis:<11} dynid  rank {len(model.continuous_eigenvalues_):3d}  fit "
+              f"{seconds:8.3f} s (once)  relative errors mu, 2mu, lambda "
+              + ", ".join(f"{e:.1e}" for e in row["errors_mu_2mu_lambda"]))
     results.update(pydmd_version=getattr(pydmd, "__version__", "unknown"),
                    machine=platform.platform(), python=platform.python_version())
     Path(args.output).write_text(json.dumps(results, indent=2) + "\n")

@@ -82,10 +82,10 @@ def fit(
     from dynid.modelfile import describe_fit
 
     backend = registry.get(model)
-    if training is not None and training.trains and not backend.capabilities.training:
-        raise UsageError(f"--max-time, --checkpoint, --resume and --threads: the {model} "
-                         "backend trains no network")
     hyper = backend.Params.build(params)
+    if training is not None and training.trains and not backend.trains_network(hyper):
+        raise UsageError(f"--max-time, --checkpoint, --resume and --threads: the {model} "
+                         "backend trains no network with these options")
     known = None
     if labels is not None:
         data, known = split_labels(data, labels)

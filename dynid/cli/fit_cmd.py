@@ -79,7 +79,7 @@ def fit(
             out.debug(f"fitting {model} on {dataset.n_trials} trial(s), {dataset.n_samples} samples")
             options = training.options(out)
             # A training backend shows its own progress; a spinner would fight it for the line.
-            spinner = out.status(f"fitting {model}") if not backend.capabilities.training else nullcontext()
+            spinner = out.status(f"fitting {model}") if not backend.trains_network(hyper) else nullcontext()
             with spinner:
                 try:
                     result = api.fit(dataset, model, hyper, seed=run.seed, device=run.device,

@@ -120,6 +120,13 @@ class Backend(ABC):
             raise TypeError(f"{self.name} expects {self.Params.__name__}")
         self.metrics_: dict[str, Any] = {}
 
+    @classmethod
+    def trains_network(cls, params: Hyperparameters) -> bool:
+        """Whether a fit with ``params`` trains a network through dynid.training (and so takes
+        --max-time, --checkpoint, --resume, --threads): ``capabilities.training``, unless the
+        hyperparameters choose between a closed-form fit and a trained one (koopman's basis)."""
+        return cls.capabilities.training
+
     # -- public, shared --------------------------------------------------------------------
     def fit(
         self,
