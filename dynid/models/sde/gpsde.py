@@ -52,7 +52,7 @@ class GPSDEParams(Hyperparameters):
     inducing: int = param(0, "inducing points per latent dimension on a regular grid (0: 12, 7, 5 for 1, 2, 3 latents)")
     substeps: int = param(1, "grid steps per sample interval (finer Euler-Maruyama discretisation of the SDE)")
     max_iter: int = param(100, "variational EM iterations (epochs) at most")
-    e_steps: int = param(5, "SING natural-gradient steps on q(z) per iteration")
+    e_steps: int = param(2, "SING natural-gradient steps on q(z) per iteration")
     tol: float = param(1e-5, "stop when an iteration gains less ELBO than this per observed value")
     particles: int = param(500, "sample paths behind a forecast's mean and interval")
 
