@@ -188,8 +188,11 @@ class GPSDE(Backend):
 
     # -- inference on new data -----------------------------------------------------------------
     def _posterior(self, trials: list[Trial]) -> tuple[sing.Grid, sing.Posterior]:
+        from dynid.runtime import torch_threads
+
         grid = sing.lay_out(trials, self.dt_, self.params.substeps)  # type: ignore[attr-defined]
-        return grid, sing.infer(grid, self.model_, max_steps=INFER_STEPS, tol=INFER_TOL)
+        with torch_threads(None):
+            return grid, sing.infer(grid, self.model_, max_steps=INFER_STEPS, tol=INFER_TOL)
 
     def states(self, data: Dataset) -> LatentStates:
         """Posterior means and sds of the latent state at every sample of ``data``."""
