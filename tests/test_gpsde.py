@@ -253,3 +253,39 @@ def test_states_follow_the_true_latent_within_their_sds():
     assert np.corrcoef(mapped, z)[0, 1] > 0.98
     inside = np.abs(mapped - z) <= 1.645 * sd
     assert 0.8 <= inside.mean() <= 0.98  # a 90 % posterior interval
+
+
+# -- the report ------------------------------------------------------------------------------------
+def _drift_part(model) -> str:
+    from dynid.report import sde
+    from dynid.report.sections import ModelContext
+
+    return sde._drift(ModelContext(model, {}, None, None))
+
+
+def test_the_report_draws_the_drift_with_its_band_and_fixed_points():
+    import re
+    import xml.etree.ElementTree as ET
+
+    html = _drift_part(fitted_double_well())
+    (svg,) = re.findall(r"<svg.*?</svg>", html, re.S)
+    ET.fromstring(svg)
+    rows = re.findall(r"<tr><td>(.*?)</td><td>(.*?)</td><td>(.*?)</td><td>(.*?)</td></tr>", html)
+    assert [row[2] for row in rows] == ["stable", "unstable", "stable"]
+    # The fixed points seen through the read-out: y* = 2 z* + 0.5 for z* = -1, 0, 1.
+    np.testing.assert_allclose(sorted(float(row[3]) for row in rows), [-1.5, 0.5, 2.5], atol=0.2)
+
+
+def test_the_report_draws_a_two_dimensional_drift_as_arrows():
+    import re
+    import xml.etree.ElementTree as ET
+
+    rng = np.random.default_rng(0)
+    angle = 0.3 * DT * np.arange(300)
+    y = np.column_stack([np.cos(angle), np.sin(angle), np.cos(angle) + np.sin(angle)]) + 0.05 * rng.normal(size=(300, 3))
+    model = api.fit(Dataset.from_arrays(y, dt=DT, variables=["a", "b", "c"]), "gpsde",
+                    ["latent=2", "max_iter=2", "inducing=4"]).model
+    html = _drift_part(model)
+    (svg,) = re.findall(r"<svg.*?</svg>", html, re.S)
+    ET.fromstring(svg)
+    assert html.count("<path d=") == 21 * 21  # one arrow per grid point

@@ -251,14 +251,23 @@ class GPSDE(Backend):
         rng = np.random.default_rng(0 if seed is None else seed % 2**64)
         return self._observed(self._latent_paths(history, steps, 1, rng)[:, 0], rng)
 
-    # -- arrays ---------------------------------------------------------------------------------
-    def arrays(self) -> dict[str, np.ndarray]:
+    def drift_on_grid(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """States (G, D) on a regular grid over the inducing points, the posterior mean drift
+        there (G, D) and its sd (G,), latent units per unit of time."""
         self._check_fitted()
         grid = self.drift_grid_
-        return {
-            **_model_arrays(self.model_), "drift_grid": grid, "drift_mean": self.field_.mean_at(grid),
-            "drift_sd": self.field_.sd_at(grid), "elbo": self.elbo_,
-        }
+        return grid, self.field_.mean_at(grid), self.field_.sd_at(grid)
+
+    def readout(self) -> tuple[np.ndarray, np.ndarray]:
+        """C (p, D) and the offset (p,): y = C z + offset + noise."""
+        self._check_fitted()
+        return self.model_.readout.c, self.model_.readout.offset
+
+    # -- arrays ---------------------------------------------------------------------------------
+    def arrays(self) -> dict[str, np.ndarray]:
+        grid, mean, sd = self.drift_on_grid()
+        return {**_model_arrays(self.model_), "drift_grid": grid, "drift_mean": mean, "drift_sd": sd,
+                "elbo": self.elbo_}
 
     def _load_arrays(self, arrays: dict[str, np.ndarray]) -> None:
         latent = self.params.latent  # type: ignore[attr-defined]
