@@ -125,7 +125,10 @@ def stationary(seeds: int, fit_samples: int, run: int) -> list[dict]:
         fit_seconds = time.perf_counter() - began
         path = api.forecast(model, dataset, run, sample=True, seed=seed).x[:, 0]
         out.append({"seed": 100 + seed, "fit_samples": fit_samples, "run": run,
-                    "kl": histogram_kl(path[1000:]), "iterations": model.metrics_["iterations"],
+                    "kl": histogram_kl(path[1000:]),
+                    # The training data's own histogram: how far from the law they happened to be.
+                    "data_kl": histogram_kl(dataset.trials[0].x[:, 0]),
+                    "iterations": model.metrics_["iterations"],
                     "stopped": model.metrics_["stopped"], "fit_seconds": fit_seconds})
         print(out[-1], flush=True)
     return out

@@ -79,9 +79,13 @@ class SINGTraining:
 
     def train_step(self, epoch: int) -> TrainingStep:
         grid, model = self.grid, self.model
-        posterior = sing.sing_steps(self.posterior, grid, model, self.params.e_steps)
-        model = sing.update_kernel(posterior, grid, model)
-        model = sing.update_readout(posterior, grid, self.trials, model)
+        try:
+            posterior = sing.sing_steps(self.posterior, grid, model, self.params.e_steps)
+            model = sing.update_kernel(posterior, grid, model)
+            model = sing.update_readout(posterior, grid, self.trials, model)
+        except (RuntimeError, np.linalg.LinAlgError) as exc:  # a Cholesky factor that does not exist
+            raise ComputationError(f"gpsde: iteration {epoch} failed ({exc}); try fewer -p inducing "
+                                   "or more data") from exc
         self.model = model
         self.posterior = sing.evaluate(posterior.natural, posterior.moments, grid, model, posterior.rho)
         before, self.elbo = self.elbo, sing.elbo(self.posterior, model)

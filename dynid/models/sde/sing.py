@@ -240,9 +240,9 @@ def _expected_log_joint(mean_params: tuple[torch.Tensor, torch.Tensor, torch.Ten
     links = torch.as_tensor(grid.links)
     d, step = m.shape[1], grid.step
     moved = ((m[1:] - m[:-1])[links] ** 2).sum()
-    spread = (torch.einsum("nii->n", covs[1:]) + torch.einsum("nii->n", covs[:-1])
-              - 2 * torch.einsum("nii->n", cross))[links].sum()
-    total = total - (moved + spread) / (2 * step) - 0.5 * d * math.log(2 * math.pi * step) * int(grid.links.sum())
+    moved_spread = (torch.einsum("nii->n", covs[1:]) + torch.einsum("nii->n", covs[:-1])
+                    - 2 * torch.einsum("nii->n", cross))[links].sum()
+    total = total - (moved + moved_spread) / (2 * step) - 0.5 * d * math.log(2 * math.pi * step) * int(grid.links.sum())
     kernel = model.kernel
     variance, lengthscale, inducing = _tensor(kernel.variance), _tensor(kernel.lengthscale), _tensor(kernel.inducing)
     stats = _drift_statistics(m, covs, cross, grid, inducing, variance, lengthscale)
