@@ -177,7 +177,7 @@ class GPSDE(Backend):
         self.elbo_ = np.array([strategy.start_elbo, *(-loss * strategy.n_values for loss in result.losses)])
         self.metrics_.update(
             elbo=float(self.elbo_[-1]), elbo_per_value=float(self.elbo_[-1]) / strategy.n_values,
-            iterations=result.epochs, stopped=result.stopped, latent=params.latent,
+            iterations=result.epochs, stopped=result.stopped, resumed_from=result.resumed_from, latent=params.latent,
             inducing_points=int(model.kernel.inducing.shape[0]),
             kernel_variance=strategy.model.kernel.variance, kernel_lengthscale=strategy.model.kernel.lengthscale,
             diffusion="fixed at the identity (latent units)",
