@@ -155,11 +155,15 @@ def forecast(
     future_inputs: np.ndarray | None = None,
     *,
     interval: float | None = None,
+    sample: bool = False,
+    seed: int | None = None,
 ) -> Forecast:
     """Continue from the end of ``data``'s last trial for ``horizon`` steps of the model's dt.
 
     interval: a probability (0.9) for a central predictive interval, from models that have a
-    predictive distribution (UsageError for others).
+    predictive distribution (UsageError for others). sample: one path drawn from the
+    predictive distribution instead of its mean, the same for the same ``seed`` (models with
+    sample paths; UsageError for others and with ``interval``).
     """
     if horizon < 1:
         raise UsageError(f"--horizon {horizon}: must be at least 1")
@@ -170,6 +174,10 @@ def forecast(
         check_step(model, data)
     history = data.trials[-1]
     t = history.t[-1] + model.dt_ * np.arange(1, horizon + 1)
+    if sample:
+        if interval is not None:
+            raise UsageError("--sample draws one path, which has no interval; drop --interval or --sample")
+        return Forecast(t=t, x=model.sample(history, horizon, future_inputs, seed), variables=model.variables_)
     if interval is not None:
         band = model.predictive(history, horizon, future_inputs, interval)
         return Forecast(t=t, x=band.mean, variables=model.variables_, lower=band.lower,

@@ -48,6 +48,7 @@ CONTRACT_PARAMS: dict[str, list[str]] = {
     "node": ["width=8", "depth=1", "segment=4", "epochs=2", "batch=256"],
     "phnn": ["width=8", "depth=1", "segment=4", "epochs=2", "batch=256"],
     "hnn": ["width=8", "depth=1", "segment=4", "epochs=2", "batch=256"],
+    "gpsde": ["max_iter=5", "particles=50"],
 }
 N_SAMPLES = 300
 HORIZON = 25

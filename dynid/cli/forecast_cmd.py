@@ -23,7 +23,9 @@ def forecast(
     paths: Annotated[list[str], typer.Argument(metavar="MODEL DATA", help="A .dynid model file ('-' = stdin; then DATA must be a file), then the data whose last samples are the initial condition ('-' = stdin; with --each, several DATA).")],
     horizon: Annotated[int, typer.Option("--horizon", "-n", min=1, help="Number of steps (of the model's dt) to forecast.")],
     future_inputs: Annotated[Optional[str], typer.Option("--future-inputs", help="File with the model's input columns for the forecast steps.")] = None,
-    interval: Annotated[Optional[float], typer.Option("--interval", help="Add {variable}_lower and {variable}_upper columns bounding this central probability (0.9) of the predictive distribution (models with one: lds).")] = None,
+    interval: Annotated[Optional[float], typer.Option("--interval", help="Add {variable}_lower and {variable}_upper columns bounding this central probability (0.9) of the predictive distribution (models with one: lds, gpsde).")] = None,
+    sample: Annotated[bool, typer.Option("--sample", help="One path drawn from the predictive distribution instead of its mean, the same for the same --seed (models with sample paths: gpsde).")] = False,
+    seed: Annotated[int, typer.Option("--seed", help="Random seed of --sample.")] = 0,
     time_format: Annotated[Optional[str], typer.Option("--time-format", help="When DATA's time is date-times: iso (date-times continuing them, UTC 'Z' if they were zoned) or seconds since DATA's first sample [default: iso, seconds into HDF5]. Other times are written in DATA's units.", autocompletion=completion.choices(TIME_FORMATS))] = None,
     output: OutputPath = None,
     *,
@@ -49,7 +51,7 @@ def forecast(
     dataset = model_data_options(data, model).load([data_file], nan_default=nan_default, out=out)
     origin = _iso_origin(time_format, dataset.time_origin, output)
     future = future_input_rows(model, future_inputs, horizon, data)
-    result = api.forecast(model, dataset, horizon, future, interval=interval)
+    result = api.forecast(model, dataset, horizon, future, interval=interval, sample=sample, seed=seed)
     time_column = dataset.time_column or "t"
     if out.json_mode:
         times = result.t if origin is None else iso_times(result.t, origin)

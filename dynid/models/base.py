@@ -322,7 +322,7 @@ class Backend(ABC):
         """The hidden states of ``data`` (``dynid states``); UsageError for models without.
         labels: as ``fit``'s, for backends with ``capabilities.labels``."""
         raise UsageError(
-            f"the {self.name} model has no hidden states; fit a latent-state model (lds, ctlds, clds, hmm, arhmm, slds)"
+            f"the {self.name} model has no hidden states; fit a latent-state model (lds, ctlds, clds, hmm, arhmm, slds, gpsde)"
         )
 
     def predictive(
@@ -332,7 +332,16 @@ class Backend(ABC):
         UsageError for models without a predictive distribution."""
         raise UsageError(
             f"--interval: the {self.name} model has no predictive distribution; "
-            "fit a stochastic model (lds, ctlds, clds, hmm) or drop --interval"
+            "fit a stochastic model (lds, ctlds, clds, hmm, gpsde) or drop --interval"
+        )
+
+    def sample(
+        self, history: Trial, steps: int, future_inputs: np.ndarray | None, seed: int | None
+    ) -> np.ndarray:
+        """One path (steps, d) drawn from the predictive distribution after ``history``
+        (``--sample``), the same for the same ``seed``; UsageError for models without."""
+        raise UsageError(
+            f"--sample: the {self.name} model draws no sample paths; fit gpsde or drop --sample"
         )
 
     # -- helpers -------------------------------------------------------------------------------

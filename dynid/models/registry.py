@@ -31,6 +31,7 @@ _BACKENDS: dict[str, str] = {
     "node": "dynid.models.continuous.node:NODE",
     "phnn": "dynid.models.continuous.phnn:PHNN",
     "hnn": "dynid.models.continuous.hnn:HNN",
+    "gpsde": "dynid.models.sde.gpsde:GPSDE",
 }
 
 

@@ -18,7 +18,7 @@ from dynid.data.dataset import Dataset
 from dynid.errors import UsageError
 from dynid.modelfile import ModelFile
 # Registering their model parts, in the order they appear in each model's section.
-from dynid.report import forecast, dynamics, fitting, spectra, regimes, causal, energy, latent  # noqa: F401,I001
+from dynid.report import forecast, dynamics, fitting, spectra, regimes, causal, energy, latent, sde  # noqa: F401,I001
 from dynid.report.compare import comparison_section
 from dynid.report.overview import data_section
 from dynid.report.provenance import ReportRun, provenance_section

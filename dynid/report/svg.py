@@ -520,3 +520,41 @@ def histogram_plot(
             f"<title>{esc(fmt(lo))} to {esc(fmt(hi))}: {esc(fmt(int(count)))}</title></rect>"
         )
     return frame.render(body)
+
+
+def quiver_plot(
+    points: np.ndarray, vectors: np.ndarray, spread: np.ndarray, *, title: str = "",
+    xlabel: str = "", ylabel: str = "", size: float = 420,
+) -> str:
+    """Arrows of ``vectors`` (n, 2) at ``points`` (n, 2) of a regular grid on square axes,
+    scaled so the longest spans 0.9 grid spacings, fainter where ``spread`` (n,) (an
+    uncertainty in the vectors' units) is larger; each with a tooltip of its values."""
+    points = np.asarray(points, dtype=float)
+    vectors = np.asarray(vectors, dtype=float)
+    spread = np.asarray(spread, dtype=float)
+    frame = _Frame(width=size, height=size, xticks=nice_ticks(*_finite_range([points[:, 0]])),
+                   yticks=nice_ticks(*_finite_range([points[:, 1]])), title=title, xlabel=xlabel,
+                   ylabel=ylabel, square=True)
+    per_side = max(math.isqrt(len(points)), 2)
+    spacing = (frame.x1 - frame.x0) / per_side
+    px_per_x = (frame.x1 - frame.x0) / (frame.xticks[-1] - frame.xticks[0])
+    px_per_y = (frame.y0 - frame.y1) / (frame.yticks[-1] - frame.yticks[0])
+    pixels = np.column_stack([vectors[:, 0] * px_per_x, -vectors[:, 1] * px_per_y])
+    longest = float(np.max(np.hypot(*pixels.T))) if len(pixels) else 0.0
+    pixels *= 0.9 * spacing / longest if longest > 0 else 0.0
+    faint = spread / spread.max() if spread.size and spread.max() > 0 else np.zeros(len(points))
+    body = []
+    for (x, y), (dx, dy), (vx, vy), sd, fade in zip(points.tolist(), pixels.tolist(), vectors.tolist(),
+                                                     spread.tolist(), faint.tolist()):
+        x0, y0 = frame.x(x), frame.y(y)
+        x1, y1 = x0 + dx, y0 + dy
+        angle = math.atan2(dy, dx)
+        head = [(x1 - 5 * math.cos(angle + s), y1 - 5 * math.sin(angle + s)) for s in (0.5, -0.5)]
+        path = f"M{_n(x0)},{_n(y0)} L{_n(x1)},{_n(y1)} " + " ".join(
+            f"M{_n(x1)},{_n(y1)} L{_n(hx)},{_n(hy)}" for hx, hy in head)
+        body.append(
+            f'<path d="{path}" stroke="{PALETTE[0]}" stroke-width="1.5" fill="none" '
+            f'stroke-opacity="{_n(max(1.0 - 0.85 * fade, 0.15))}"><title>({esc(fmt(x))}, {esc(fmt(y))}): '
+            f"({esc(fmt(vx))}, {esc(fmt(vy))}) \u00b1 {esc(fmt(sd))}</title></path>"
+        )
+    return frame.render(body)

@@ -1,0 +1,77 @@
+"""The learned drift as a function of the latent state (numpy): its posterior mean and sd
+anywhere, sampled drift functions, and Euler-Maruyama paths of the latent SDE.
+
+With q(u_d) = N(mean_d, S) and the RBF kernel, at a state x (k = k_Z(x), K = k_Z(Z)):
+    E f_d(x) = k^T K^-1 mean_d,   Var f_d(x) = k(x, x) - k^T K^-1 k + k^T K^-1 S K^-1 k.
+A sampled drift function is k_Z(x)^T K^-1 u with u ~ q(u) (the remainder of the sparse GP,
+uncorrelated from point to point, is left out of paths).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from dynid.models.sde.kernels import gram
+from dynid.models.sde.sing import JITTER, SDEModel
+
+
+@dataclass(frozen=True)
+class DriftField:
+    """inducing (M, D), variance and lengthscale of the kernel, weights (M, D) = K^-1 mean,
+    k_inv (M, M), spread (M, M) = K^-1 S K^-1, mean (M, D) and cov (M, M) of q(u)."""
+
+    inducing: np.ndarray
+    variance: float
+    lengthscale: float
+    weights: np.ndarray
+    k_inv: np.ndarray
+    spread: np.ndarray
+    mean: np.ndarray
+    cov: np.ndarray
+
+    @classmethod
+    def of(cls, model: SDEModel) -> DriftField:
+        kernel, drift = model.kernel, model.drift
+        m = kernel.inducing.shape[0]
+        k = gram(kernel.inducing, kernel.inducing, kernel.variance, kernel.lengthscale)
+        k_inv = np.linalg.inv(k + JITTER * kernel.variance * np.eye(m))
+        k_inv = 0.5 * (k_inv + k_inv.T)
+        return cls(kernel.inducing, kernel.variance, kernel.lengthscale, k_inv @ drift.mean, k_inv,
+                   k_inv @ drift.cov @ k_inv, drift.mean, drift.cov)
+
+    def _features(self, x: np.ndarray) -> np.ndarray:
+        return gram(np.asarray(x, dtype=float), self.inducing, self.variance, self.lengthscale)
+
+    def mean_at(self, x: np.ndarray) -> np.ndarray:
+        """E f(x) (n, D) at states x (n, D)."""
+        return self._features(x) @ self.weights
+
+    def sd_at(self, x: np.ndarray) -> np.ndarray:
+        """The posterior sd of each drift component (all share it) at states x (n, D): (n,)."""
+        k = self._features(x)
+        variance = self.variance - np.einsum("ni,ij,nj->n", k, self.k_inv - self.spread, k)
+        return np.sqrt(np.maximum(variance, 0.0))
+
+    def sample_weights(self, rng: np.random.Generator, n: int) -> np.ndarray:
+        """K^-1 u for n draws u ~ q(u): (n, M, D)."""
+        factor = np.linalg.cholesky(self.cov)
+        u = self.mean[None] + np.einsum("ij,njd->nid", factor, rng.standard_normal((n, *self.mean.shape)))
+        return np.einsum("ij,njd->nid", self.k_inv, u)
+
+    def paths(self, start: np.ndarray, weights: np.ndarray, steps: int, substeps: int, step: float,
+              rng: np.random.Generator) -> np.ndarray:
+        """Euler-Maruyama paths of dz = f(z) dt + dW for n particles: start (n, D), weights
+        (n, M, D) each particle's drift function, ``steps`` samples of ``substeps`` grid steps
+        of ``step``. Returns (steps, n, D), the states after each sample interval."""
+        z = np.array(start, dtype=float)
+        out = np.empty((steps, *z.shape))
+        root = np.sqrt(step)
+        for k in range(steps):
+            for _ in range(substeps):
+                drift = np.einsum("nm,nmd->nd", self._features(z), weights)
+                z = z + step * drift + root * rng.standard_normal(z.shape)
+            out[k] = z
+        return out
+
