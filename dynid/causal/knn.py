@@ -4,7 +4,7 @@
 69:066138, 2004); ``cmi_ksg``: its conditional form by Frenzel and Pompe (Phys. Rev. Lett.
 99:204101, 2007); ``cmi_permutation_test``: their significance, with the local permutation test
 of Runge (AISTATS 2018) when there is a conditioning set. ``CMIEstimator`` does the same for many
-``x`` against one fixed ``(y, z)``, reusing the trees that do not depend on ``x`` (what transfer
+``x`` against one fixed ``(y, z)``, reusing what does not depend on ``x`` (what transfer
 entropy and PCMCI need).
 
 Every column is standardised (zero mean, unit variance; constant columns are only centred) so the
@@ -85,7 +85,8 @@ def cmi_permutation_test(
 class CMIEstimator:
     """I(x; y | z) for a fixed ``(y, z)`` and any number of ``x``.
 
-    y: (n, dy); z: (n, dz) or None; k: joint-space neighbours. The (y, z) and z trees and the
+    y: (n, dy); z: (n, dz) or None; k: joint-space neighbours. The neighbour lists and sorted
+    orders of the (y, z) and z spaces that the searches use (``knn_search.py``) and the
     z-space neighbours used by local permutations are built once.
     """
 
