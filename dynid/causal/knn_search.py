@@ -16,7 +16,13 @@ permutation:
 
 Distances are computed as scipy's ``cKDTree`` computes them for ``p=inf`` (the largest absolute
 coordinate difference), so the results equal tree queries exactly, ties included.
-Loops over rows run in parallel (numba ``prange``) on the threads numba is given.
+
+One thread, like torch's default (``runtime.DEFAULT_TORCH_THREADS``): a call is 1-2 ms of work,
+and with ``prange`` over rows on the busy 2-core development machine (load 14) the kth search
+took 35 ms wall and twice the CPU against 19 ms on one thread, threads waiting for a core that
+another process holds. Compiling the parallel versions also took 54 s against 29 s (load
+15-20); numba's cache (``cache=True``) spares later processes the compile, leaving ~3 s for the
+first call (mostly importing numba).
 """
 
 from __future__ import annotations
@@ -93,7 +99,7 @@ def _count_by_scan(points: np.ndarray, order: np.ndarray, rank: np.ndarray, r: f
     return found
 
 
-@numba.njit(parallel=True, cache=True)
+@numba.njit(cache=True)
 def kth_neighbour_distance(points: np.ndarray, order: np.ndarray, rank: np.ndarray,
                            k: int) -> np.ndarray:
     """(n,): max-norm distance from each row of ``points`` (n, D) to its k-th nearest other row.
@@ -103,12 +109,12 @@ def kth_neighbour_distance(points: np.ndarray, order: np.ndarray, rank: np.ndarr
     """
     n = points.shape[0]
     eps = np.empty(n)
-    for i in numba.prange(n):
+    for i in range(n):
         eps[i] = _kth_by_scan(points, order, rank, k, i)
     return eps
 
 
-@numba.njit(parallel=True, cache=True)
+@numba.njit(cache=True)
 def count_within(points: np.ndarray, order: np.ndarray, rank: np.ndarray,
                  radius: np.ndarray) -> np.ndarray:
     """(n,): rows of ``points`` (n, D) within max-norm ``radius[i]`` (<=) of row i, i included.
@@ -117,12 +123,12 @@ def count_within(points: np.ndarray, order: np.ndarray, rank: np.ndarray,
     """
     n = points.shape[0]
     counts = np.empty(n, dtype=np.int64)
-    for i in numba.prange(n):
+    for i in range(n):
         counts[i] = _count_by_scan(points, order, rank, radius[i], i)
     return counts
 
 
-@numba.njit(parallel=True, cache=True)
+@numba.njit(cache=True)
 def joint_kth_distance(joint: np.ndarray, fixed: int, near: np.ndarray, near_distance: np.ndarray,
                        order: np.ndarray, rank: np.ndarray, k: int) -> np.ndarray:
     """(n,): max-norm distance from each row of ``joint`` (n, D) to its k-th nearest other row.
@@ -134,7 +140,7 @@ def joint_kth_distance(joint: np.ndarray, fixed: int, near: np.ndarray, near_dis
     """
     n, length = near.shape
     eps = np.empty(n)
-    for i in numba.prange(n):
+    for i in range(n):
         best = np.full(k, np.inf)
         settled = length == n
         for m in range(length):
@@ -156,7 +162,7 @@ def joint_kth_distance(joint: np.ndarray, fixed: int, near: np.ndarray, near_dis
     return eps
 
 
-@numba.njit(parallel=True, cache=True)
+@numba.njit(cache=True)
 def count_in_list(points: np.ndarray, near_distance: np.ndarray, order: np.ndarray,
                   rank: np.ndarray, radius: np.ndarray) -> np.ndarray:
     """(n,): rows of ``points`` (n, D) within ``radius[i]`` (<=) of row i, i included, from
@@ -164,7 +170,7 @@ def count_in_list(points: np.ndarray, near_distance: np.ndarray, order: np.ndarr
     reaches past their list are counted by a scan along ``order``."""
     n, length = near_distance.shape
     counts = np.empty(n, dtype=np.int64)
-    for i in numba.prange(n):
+    for i in range(n):
         r = radius[i]
         if length == n or near_distance[i, length - 1] > r:
             counts[i] = np.searchsorted(near_distance[i], r, side="right")
@@ -173,7 +179,7 @@ def count_in_list(points: np.ndarray, near_distance: np.ndarray, order: np.ndarr
     return counts
 
 
-@numba.njit(parallel=True, cache=True)
+@numba.njit(cache=True)
 def count_z_and_xz(zx: np.ndarray, fixed: int, order: np.ndarray, rank: np.ndarray,
                    radius: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """((n,), (n,)): rows within ``radius[i]`` (<=) of row i, i included, in the space of the
@@ -182,7 +188,7 @@ def count_z_and_xz(zx: np.ndarray, fixed: int, order: np.ndarray, rank: np.ndarr
     n = zx.shape[0]
     n_z = np.empty(n, dtype=np.int64)
     n_zx = np.empty(n, dtype=np.int64)
-    for i in numba.prange(n):
+    for i in range(n):
         r = radius[i]
         v = zx[i, 0]
         in_z = 0
