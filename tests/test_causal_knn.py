@@ -76,10 +76,12 @@ def test_cmi_matches_gaussian_partial_correlation():
 
 
 def brute_force_cmi(x, y, z, k):
-    """Frenzel-Pompe by pairwise max-norm distances, counts of points strictly inside eps."""
+    """Frenzel-Pompe by pairwise max-norm distances, counts of points strictly inside eps;
+    ``z=None`` gives the mutual information (every point in the empty z-space ball)."""
     from dynid.causal.knn import _X, _Y, _Z, _prepare
 
-    x, y, z = _prepare(x, _X), _prepare(y, _Y), _prepare(z, _Z)
+    x, y = _prepare(x, _X), _prepare(y, _Y)
+    z = np.zeros((len(x), 0)) if z is None else _prepare(z, _Z)
 
     def distances(a):
         return np.max(np.abs(a[:, None, :] - a[None, :, :]), axis=2)
@@ -89,6 +91,8 @@ def brute_force_cmi(x, y, z, k):
     eps = np.sort(joint, axis=1)[:, k - 1]
 
     def counts(a):  # includes the point itself
+        if a.shape[1] == 0:
+            return np.full(len(a), len(a))
         return (distances(a) < eps[:, None]).sum(axis=1)
 
     return special.digamma(k) - np.mean(
@@ -103,6 +107,26 @@ def test_cmi_equals_brute_force_exactly():
     z = x + rng.standard_normal((300, 2))
     y = z[:, :1] + 0.5 * x**2 + rng.standard_normal((300, 1))
     assert cmi_ksg(x, y, z, k=4) == pytest.approx(brute_force_cmi(x, y, z, 4), abs=1e-12)
+
+
+@pytest.mark.parametrize("near_list", [3, 128])
+@pytest.mark.parametrize(("dims", "ties"), [((1, 1, 1), False), ((1, 1, 1), True),
+                                            ((2, 1, 3), False), ((1, 2, 0), True)])
+def test_neighbour_searches_equal_brute_force_exactly(monkeypatch, near_list, dims, ties):
+    # knn_search walks each row's list of nearest rows in yz-space and falls back to scans along
+    # one sorted coordinate where a list is too short (a 3-row list forces that for most rows).
+    # Both must give exactly the brute-force counts, ties (jittered) included.
+    monkeypatch.setattr("dynid.causal.knn._NEAR_LIST", near_list)
+    rng = np.random.default_rng(sum(dims) + 10 * ties)
+    dx, dy, dz = dims
+    n = 240
+    z = rng.standard_normal((n, dz)) if dz else None
+    x = rng.standard_normal((n, dx)) + (z[:, :1] if dz else 0)
+    y = x[:, :1] ** 2 + (z.sum(axis=1, keepdims=True) if dz else 0) + rng.standard_normal((n, dy))
+    if ties:
+        x, y = np.round(x, 1), np.round(y, 1)
+    for k in (1, 4):
+        assert cmi_ksg(x, y, z, k=k) == pytest.approx(brute_force_cmi(x, y, z, k), abs=1e-12)
 
 
 def test_affine_invariance_and_no_jitter_on_continuous_data():

@@ -108,16 +108,24 @@ def granger(
     partial correlation of ``x_target(t)`` with ``x_source(t - lag)`` given every other regressor,
     ``t / sqrt(t^2 + dof)`` in [-1, 1] (the sign says whether the source pushes the target up or
     down; scale-free, comparable across pairs and with ParCorr-based methods).
-    ``score_matrix[s, t] = -log10`` of the joint all-lags test's adjusted p-value (``extra
-    ["joint"]["p_value"]``), capped at 300: one test per pair, so pairs whose evidence is spread
-    over several lags rank above those with one chance small p (it ranks better than the smallest
-    per-lag p; Lorenz-96 in benchmarks/README.md), and the same -log10(adjusted p) scale as the
-    other methods' score matrices.
+    ``score_matrix[s, t] = -log10`` of the pair's summary p-value, adjusted by ``correction``
+    over the pairs (``extra["summary"]["p_value"]``), capped at 300: the joint test of all lags
+    ``1..p`` of the source in the VAR(p) for each order ``p = 1..max_lag``, all fitted on the same
+    rows (the leading columns of one design, so one QR serves them all), and the smallest of the
+    ``max_lag`` p-values times ``max_lag`` (Bonferroni over orders, so it stays a p-value). A
+    joint test pools evidence spread over several lags, so it ranks pairs better than the
+    smallest per-lag p; but it divides the evidence by its degrees of freedom, so a coupling that
+    the first lags already carry is diluted by the lags it does not need: the order that fits
+    the coupling gives the most powerful test (Lorenz-96 N=10 at dt 0.05, max_lag 3: AUROC 0.95
+    against 0.90 for the max_lag joint test alone; benchmarks/README.md).
     ``extra`` holds ``correction``, ``dof``, ``n_rows``, ``dt``, ``residual_std`` (d,), per-lag
     arrays (d, d, max_lag) ``[source][target][lag - 1]`` ``coefficient`` (target units per
     source unit), ``t_statistic`` and ``p_value_raw`` (diagonal = self-lags), and ``joint``: the
     all-lags test per pair, ``f_statistic`` and ``p_value_raw`` (d, d), ``p_value`` adjusted over
-    the ``d * (d - 1)`` pairs and ``significant`` (diagonal null/false), ``df_num``, ``df_den``.
+    the ``d * (d - 1)`` pairs and ``significant`` (diagonal null/false), ``df_num``, ``df_den``;
+    ``summary``: ``p_value_by_order`` (max_lag, d, d) the joint test's raw p-value in each VAR(p),
+    ``order`` (d, d) the order giving the smallest (0 where untested), ``p_value_raw`` (d, d) the
+    Bonferroni min-p and ``p_value`` its adjusted value (both 1 for untestable pairs).
 
     Redundant columns (``common.redundant_columns``: exact or near, R^2 >= 0.999, linear copies
     of earlier columns at the same time step) are not refused: each is left out of the
@@ -164,6 +172,8 @@ def granger(
     _check_residuals(data, sigma2 * dof, y)
     r_inv = linalg.solve_triangular(r, np.eye(r.shape[0]))
     cov_unit = r_inv @ r_inv.T  # (Z'Z)^{-1}; times sigma2_i = covariance of target i's beta
+    p_by_order = np.ones((lags, d, d))
+    p_by_order[:, kept] = _joint_p_by_order(q, r_inv, y, kept.size, lags)
     stderr = np.sqrt(np.outer(np.diag(cov_unit), sigma2))
 
     # Back to every source, [source][target][lag-1]; a source left out has coefficient 0.
@@ -191,13 +201,18 @@ def granger(
 
     p_joint_adj = np.where(untestable, 1.0, np.nan)
     p_joint_adj[tested] = adjust_pvalues(p_joint[tested], correction)  # type: ignore[arg-type]
+    p_by_order[:, untestable] = 1.0
+    p_summary = np.minimum(lags * p_by_order.min(axis=0), 1.0)
+    p_summary_adj = np.where(untestable, 1.0, np.nan)
+    p_summary_adj[tested] = adjust_pvalues(p_summary[tested], correction)  # type: ignore[arg-type]
+    best_order = np.where(tested, p_by_order.argmin(axis=0) + 1, 0)
     notes = [item.message(data, _CONSEQUENCE) for item in redundant]
     for note in notes:
         warnings.warn(note, stacklevel=2)
 
     names = data.variables
     edges = lagged_edges(names, strength, p_adj, significant, range(1, lags + 1))
-    score = pair_scores(p_joint_adj[:, :, None])
+    score = pair_scores(p_summary_adj[:, :, None])
     return CausalGraph(
         variables=names,
         method="granger",
@@ -230,6 +245,12 @@ def granger(
                 "df_num": lags,
                 "df_den": int(dof),
             },
+            "summary": {
+                "p_value_by_order": np.where(cross, p_by_order, np.nan),
+                "order": best_order,
+                "p_value_raw": np.where(cross, p_summary, np.nan),
+                "p_value": p_summary_adj,
+            },
         },
     )
 
@@ -261,6 +282,29 @@ def _joint_wald(
         quad = np.einsum("ki,kl,li->i", block, np.linalg.inv(cov_unit[np.ix_(rows, rows)]), block)
         f[j] = quad / (lags * sigma2)
     return f
+
+
+def _joint_p_by_order(
+    q: np.ndarray, r_inv: np.ndarray, y: np.ndarray, d: int, lags: int
+) -> np.ndarray:
+    """(lags, d, t) [order - 1][source][target]: p-value of "lags 1..p of source are zero" in the
+    VAR(p) of each order p, fitted on the same rows as the VAR(lags).
+
+    q, r_inv: the QR factor Q (rows, d*lags) and R^{-1} of the centred, scaled lag-major design
+    (columns (lag-1)*d + source), whose leading d*p columns are the VAR(p) design: their QR is
+    the leading block, and so is the inverse of that block of R. y: (rows, t) centred targets.
+    """
+    n_rows = q.shape[0]
+    qty = q.T @ y
+    out = np.empty((lags, d, y.shape[1]))
+    for p in range(1, lags + 1):
+        m = d * p
+        beta = r_inv[:m, :m] @ qty[:m]
+        dof = n_rows - 1 - m
+        sigma2 = np.sum((y - q[:, :m] @ qty[:m]) ** 2, axis=0) / dof
+        cov_unit = r_inv[:m, :m] @ r_inv[:m, :m].T
+        out[p - 1] = stats.f.sf(_joint_wald(beta, cov_unit, sigma2, d, p), p, dof)
+    return out
 
 
 def _check_options(max_lag: int, alpha: float, correction: str) -> None:

@@ -4,7 +4,7 @@
 69:066138, 2004); ``cmi_ksg``: its conditional form by Frenzel and Pompe (Phys. Rev. Lett.
 99:204101, 2007); ``cmi_permutation_test``: their significance, with the local permutation test
 of Runge (AISTATS 2018) when there is a conditioning set. ``CMIEstimator`` does the same for many
-``x`` against one fixed ``(y, z)``, reusing the trees that do not depend on ``x`` (what transfer
+``x`` against one fixed ``(y, z)``, reusing what does not depend on ``x`` (what transfer
 entropy and PCMCI need).
 
 Every column is standardised (zero mean, unit variance; constant columns are only centred) so the
@@ -30,6 +30,9 @@ from scipy.spatial import cKDTree
 JITTER = 1e-10
 _JITTER_SEED = 20180409
 _X, _Y, _Z = 0, 1, 2  # roles, so that x, y and z columns never get the same jitter
+# Nearest rows in yz-space listed per row (knn_search.py): enough for the joint k-th neighbour
+# and the yz count of most rows at k <= 10; rows needing more are scanned. n x 128 x 16 bytes.
+_NEAR_LIST = 128
 
 Rng = np.random.Generator | int | None
 
@@ -82,7 +85,8 @@ def cmi_permutation_test(
 class CMIEstimator:
     """I(x; y | z) for a fixed ``(y, z)`` and any number of ``x``.
 
-    y: (n, dy); z: (n, dz) or None; k: joint-space neighbours. The (y, z) and z trees and the
+    y: (n, dy); z: (n, dz) or None; k: joint-space neighbours. The neighbour lists and sorted
+    orders of the (y, z) and z spaces that the searches use (``knn_search.py``) and the
     z-space neighbours used by local permutations are built once.
     """
 
@@ -96,7 +100,14 @@ class CMIEstimator:
         if self.z is not None and self.z.shape[0] != self.n:
             raise ValueError(f"y and z have different numbers of rows: {self.n}, {self.z.shape[0]}")
         self._yz = self.y if self.z is None else np.hstack([self.y, self.z])
-        self._yz_tree = cKDTree(self._yz)
+        # What the searches of every permutation of x share (knn_search.py): each row's nearest
+        # rows in yz-space, and the sorted orders of column 0 of y and of z.
+        length = min(self.n, _NEAR_LIST)
+        self._near_distance, near = cKDTree(self._yz).query(self._yz, k=length, p=np.inf)
+        self._near = near.astype(np.intp).reshape(self.n, length)
+        self._near_distance = self._near_distance.reshape(self.n, length)
+        self._yz_order = _SortedOrder(self._yz[:, 0])
+        self._z_order = None if self.z is None else _SortedOrder(self.z[:, 0])
         self._z_tree = None if self.z is None else cKDTree(self.z)
         self._z_neighbours: dict[int, np.ndarray] = {}
 
@@ -138,18 +149,23 @@ class CMIEstimator:
         return xp
 
     def _estimate_prepared(self, x: np.ndarray) -> float:
-        joint = np.hstack([x, self._yz])
-        # k + 1 because the query point is its own nearest neighbour.
-        eps = cKDTree(joint).query(joint, k=[self.k + 1], p=np.inf)[0][:, 0]
+        from dynid.causal import knn_search
+
+        yz_order, yz_rank = self._yz_order.order, self._yz_order.rank
+        eps = knn_search.joint_kth_distance(np.hstack([self._yz, x]), self._yz.shape[1],
+                                            self._near, self._near_distance, yz_order, yz_rank,
+                                            self.k)
         # Strictly closer than eps; the counts include the point itself, so they are n_. + 1.
         radius = np.nextafter(eps, 0.0)
-        xz = x if self.z is None else np.hstack([x, self.z])
-        n_xz = _count_within(cKDTree(xz), xz, radius)
-        n_yz = _count_within(self._yz_tree, self._yz, radius)
-        if self._z_tree is None:
+        n_yz = knn_search.count_in_list(self._yz, self._near_distance, yz_order, yz_rank, radius)
+        if self.z is None:
+            n_xz = _SortedOrder(x[:, 0]).count_within(x, radius)
             psi_z = special.digamma(self.n)  # every point lies in the empty z-space ball
         else:
-            psi_z = special.digamma(_count_within(self._z_tree, self.z, radius))
+            assert self._z_order is not None
+            n_z, n_xz = knn_search.count_z_and_xz(np.hstack([self.z, x]), self.z.shape[1],
+                                                  self._z_order.order, self._z_order.rank, radius)
+            psi_z = special.digamma(n_z)
         value = special.digamma(self.k) - np.mean(
             special.digamma(n_xz) + special.digamma(n_yz) - psi_z
         )
@@ -196,26 +212,28 @@ def restricted_permutation(neighbours: np.ndarray, rng: np.random.Generator) -> 
     of its shuffled neighbour list, or the last one if all are used, so the draw is without
     replacement wherever the neighbourhoods allow it.
     """
-    n, k_perm = neighbours.shape
-    candidates = rng.permuted(neighbours, axis=1).tolist()
-    used = bytearray(n)
-    result = [0] * n
-    # A Python loop: each step depends on the indices taken before it.
-    for i in rng.permutation(n).tolist():
-        row = candidates[i]
-        pick = row[-1]
-        for m in range(k_perm):
-            if not used[row[m]]:
-                pick = row[m]
-                break
-        result[i] = pick
-        used[pick] = 1
-    return np.asarray(result, dtype=np.intp)
+    from dynid.causal import knn_search
+
+    candidates = rng.permuted(neighbours, axis=1)
+    return knn_search.take_unused(np.ascontiguousarray(candidates, dtype=np.intp),
+                                  rng.permutation(neighbours.shape[0]))
 
 
-def _count_within(tree: cKDTree, points: np.ndarray, radius: np.ndarray) -> np.ndarray:
-    """(n,) counts of tree points within max-norm ``radius[i]`` of ``points[i]``, self included."""
-    return np.asarray(tree.query_ball_point(points, r=radius, p=np.inf, return_length=True))
+class _SortedOrder:
+    """The sorted order of one coordinate (n,), for the scans of ``knn_search``."""
+
+    def __init__(self, column: np.ndarray) -> None:
+        self.order = np.argsort(column, kind="stable")
+        self.rank = np.empty_like(self.order)
+        self.rank[self.order] = np.arange(self.order.size)
+
+    def count_within(self, points: np.ndarray, radius: np.ndarray) -> np.ndarray:
+        """(n,) counts of rows of ``points`` (n, D), whose column 0 is the sorted coordinate,
+        within max-norm ``radius[i]`` of row i, row i included."""
+        from dynid.causal import knn_search
+
+        return knn_search.count_within(np.ascontiguousarray(points), self.order, self.rank,
+                                       radius)
 
 
 def _prepare(a: np.ndarray, role: int) -> np.ndarray:
