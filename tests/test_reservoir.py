@@ -14,7 +14,7 @@ import pytest
 
 from dynid.data.dataset import Dataset, Trial
 from dynid.metrics.forecast import valid_prediction_time
-from dynid.models.reservoir.esn import ESN, ESNParams
+from dynid.models.reservoir.esn import INPUT_SCALINGS, LEAKS, ESN, ESNParams, ReservoirSetting
 from dynid.models.reservoir.ngrc import NGRC, NGRCParams, ngrc_features
 from dynid.models.reservoir.readout import RIDGE_GRID
 from dynid.systems import simulate
@@ -81,7 +81,8 @@ def test_esn_with_defaults_forecasts_lorenz_for_two_lyapunov_times():
 
 def test_esn_reservoir_comes_from_the_seed():
     x = as_data(lorenz(300))
-    params = ESNParams(units=50, washout=20, ridge=1e-6)
+    params = ESNParams(units=50, washout=20, ridge=1e-6, spectral_radius=0.9, leak=1.0,
+                       input_scaling=0.5)
     first, again, other = (ESN(params).fit(x, seed=s) for s in (3, 3, 4))
     np.testing.assert_array_equal(first.arrays()["recurrent"], again.arrays()["recurrent"])
     assert not np.array_equal(first.arrays()["recurrent"], other.arrays()["recurrent"])
@@ -108,3 +109,19 @@ def test_a_given_ridge_is_used_and_none_is_chosen_from_the_grid():
     # The choice is the grid's best closed-loop skill, which a tiny ridge does not have.
     skills = chosen["ridge_skill_steps"]
     assert skills[f"{chosen['ridge']:g}"] == max(skills.values())
+
+
+def test_esn_settings_left_unset_are_chosen_by_held_out_skill_and_given_ones_kept():
+    data = as_data(lorenz(500))
+    model = ESN(ESNParams(units=40, washout=20, spectral_radius=0.9)).fit(data, seed=0)
+    metrics = model.metrics_
+    skills = metrics["setting_skill_steps"]
+    # The given radius is kept; the leak and input scaling grids are tried around it.
+    assert len(skills) == len(LEAKS) * len(INPUT_SCALINGS)
+    assert all(label.startswith("spectral_radius=0.9,") for label in skills)
+    chosen = ReservoirSetting(metrics["spectral_radius"], metrics["leak"],
+                              metrics["input_scaling"])
+    assert skills[chosen.label()] == max(skills.values())
+    radius = np.max(np.abs(np.linalg.eigvals(model.arrays()["recurrent"])))
+    assert radius == pytest.approx(0.9)
+    assert model.arrays()["leak"][0] == metrics["leak"]
