@@ -13,6 +13,7 @@ import numpy as np
 import pytest
 
 from dynid.data.dataset import Dataset, Trial
+from dynid.metrics.dsr import power_spectrum_distance, state_space_divergence
 from dynid.metrics.forecast import valid_prediction_time
 from dynid.models.reservoir.esn import INPUT_SCALINGS, LEAKS, ESN, ESNParams, ReservoirSetting
 from dynid.models.reservoir.ngrc import NGRC, NGRCParams, ngrc_features
@@ -125,3 +126,24 @@ def test_esn_settings_left_unset_are_chosen_by_held_out_skill_and_given_ones_kep
     radius = np.max(np.abs(np.linalg.eigvals(model.arrays()["recurrent"])))
     assert radius == pytest.approx(0.9)
     assert model.arrays()["leak"][0] == metrics["leak"]
+
+
+def delay_embedding(x: np.ndarray, lag: int = 4) -> np.ndarray:
+    """(n, 1) -> (n - 2 lag, 3): x_t, x_{t-lag}, x_{t-2 lag} (lag 4 = 0.1 time units)."""
+    n = len(x) - 2 * lag
+    return np.hstack([x[2 * lag :], x[lag : lag + n], x[:n]])
+
+
+def test_esn_free_run_from_a_noisy_delay_embedding_of_x_keeps_the_attractor():
+    """Lorenz observed through x alone with 1 % noise, as a 3-D delay embedding of 2,000
+    samples: a 20,000-step free run of the esn, its reservoir settings chosen by held-out skill,
+    against an independent clean trajectory. Two clean trajectories differ by D_stsp 0.29 and
+    D_H 0.04; the former fixed settings (rho 0.9, leak 1, input scaling 0.5) gave 0.47 and 0.17,
+    the chosen ones (leak 0.3, input scaling 1) 0.19 and 0.05."""
+    noisy = simulate("lorenz", n=2000 + TRANSIENT, dt=DT, noise=0.01, seed=1).x[TRANSIENT:, :1]
+    train = delay_embedding(noisy)
+    reference = delay_embedding(lorenz(20_008, x0=(1.0, 1.0, 1.0))[:, :1])
+    model = ESN(ESNParams(units=100)).fit(Dataset.from_arrays(train, dt=DT), seed=0)
+    run = model.simulate(Trial(np.arange(len(train)) * DT, train), len(reference))
+    assert state_space_divergence(reference, run) <= 0.3
+    assert power_spectrum_distance(reference, run) <= 0.1

@@ -58,7 +58,8 @@ class Readout:
         standardised targets (N, d) mapped back to data units by ``scale`` (d,)."""
         return {
             "ridge": self.ridge,
-            "ridge_selected_by": "closed-loop skill" if self.skill else "fixed",
+            # One scored ridge is a given one (scored only to choose other settings).
+            "ridge_selected_by": "closed-loop skill" if len(self.skill) > 1 else "fixed",
             "ridge_skill_steps": {f"{r:g}": v for r, v in self.skill.items()},
             "n_obs": int(features.shape[0]),
             **one_step_metrics(targets * scale, self.predict(features) * scale),
