@@ -177,7 +177,9 @@ class NGRC(Backend):
         self.metrics_ = {
             "delays": lags[0],
             "skip": lags[1],
-            "lags_skill_steps": {f"delays={k},skip={s}": v for (k, s), v in zip(candidates, skills)},
+            "lags_skill_steps": {
+                f"delays={k},skip={s}": v for (k, s), v in zip(candidates, skills)
+            },
             **readout.metrics(chosen.features, chosen.targets, scaling.scale),
             "n_features": int(chosen.features.shape[1]),
         }
