@@ -104,7 +104,8 @@ def fitted_on_lorenz(model: str, params: list[str]) -> tuple[Backend, Dataset]:
 
 
 def test_ngrc_fitted_on_clean_lorenz_has_lorenz_exponents():
-    model, data = fitted_on_lorenz("ngrc", [])
+    # The paper's k = 2, s = 1 (the default chooses them): a known 6-D state.
+    model, data = fitted_on_lorenz("ngrc", ["delays=2", "skip=1"])
     scores = api.lyapunov_scores(model, data, steps=5000)
     exponents = scores["lyapunov_exponents"]
     assert scores["lyapunov_state_dimension"] == 6  # two delays of three variables

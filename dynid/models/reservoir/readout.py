@@ -14,8 +14,9 @@ prediction threshold of the data.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import TypeVar
 
 import numpy as np
 
@@ -33,6 +34,7 @@ SKILL_STARTS = 5
 # (weights (C, k, d), bias (C, d), held-out row indices into the design) -> (C,) mean valid
 # closed-loop steps of the C read-outs: one call scores every candidate ridge at once.
 RolloutSkill = Callable[[np.ndarray, np.ndarray, np.ndarray], np.ndarray]
+Candidate = TypeVar("Candidate")
 
 
 @dataclass(frozen=True)
@@ -56,7 +58,8 @@ class Readout:
         standardised targets (N, d) mapped back to data units by ``scale`` (d,)."""
         return {
             "ridge": self.ridge,
-            "ridge_selected_by": "closed-loop skill" if self.skill else "fixed",
+            # One scored ridge is a given one (scored only to choose other settings).
+            "ridge_selected_by": "closed-loop skill" if len(self.skill) > 1 else "fixed",
             "ridge_skill_steps": {f"{r:g}": v for r, v in self.skill.items()},
             "n_obs": int(features.shape[0]),
             **one_step_metrics(targets * scale, self.predict(features) * scale),
@@ -90,33 +93,74 @@ class RidgeSolver:
         return weights, self.target_mean - self.feature_mean @ weights
 
 
+@dataclass(frozen=True)
+class Design:
+    """One candidate's regression: features (N, k), targets (N, d), and how to score read-outs
+    of it in closed loop on held-out rows."""
+
+    features: np.ndarray
+    targets: np.ndarray
+    rollout_skill: RolloutSkill
+
+
+def cross_validated_skill(design: Design, ridges: tuple[float, ...]) -> np.ndarray:
+    """Mean valid closed-loop steps (len(ridges),) of read-outs fitted without each of
+    ``N_FOLDS`` contiguous blocks of the rows and run from starts inside it."""
+    rows = np.arange(design.features.shape[0])
+    total = np.zeros(len(ridges))
+    for held_out in np.array_split(rows, N_FOLDS):
+        solver = RidgeSolver(np.delete(design.features, held_out, 0),
+                             np.delete(design.targets, held_out, 0))
+        weights, biases = zip(*(solver.solve(candidate) for candidate in ridges))
+        total += design.rollout_skill(np.stack(weights), np.stack(biases), held_out) / N_FOLDS
+    return total
+
+
+def select_readout(
+    candidates: Sequence[Candidate],
+    design: Callable[[Candidate], Design],
+    ridge: float | None,
+) -> tuple[Candidate, Design, Readout, list[float]]:
+    """The best of ``candidates`` (settings that change the features, e.g. a reservoir) and
+    ridges, its design and its read-out fitted on all rows, and each candidate's best skill.
+
+    ridge None tries every ridge of ``RIDGE_GRID``. Every (candidate, ridge) pair is scored by
+    ``cross_validated_skill``; the largest skill wins, ties going to the larger ridge (the
+    smoother map), then to the earlier candidate. A single candidate with a given ridge is used
+    as it is, unscored. Designs are built one at a time, so only the best is kept in memory.
+    """
+    if ridge is not None and not ridge >= 0:
+        raise ValueError(f"ridge must be zero or positive, not {ridge}")
+    ridges = RIDGE_GRID if ridge is None else (float(ridge),)
+    if len(candidates) == 1 and ridge is not None:
+        only = design(candidates[0])
+        weights, bias = RidgeSolver(only.features, only.targets).solve(ridge)
+        return candidates[0], only, Readout(weights, bias, float(ridge), {}), []
+    best: tuple[tuple[float, float], Candidate, Design, dict[float, float]] | None = None
+    best_skills = []
+    for candidate in candidates:
+        built = design(candidate)
+        skill = dict(zip(ridges, cross_validated_skill(built, ridges).tolist()))
+        chosen = max(ridges, key=lambda r: (skill[r], r))
+        best_skills.append(skill[chosen])
+        if best is None or (skill[chosen], chosen) > best[0]:
+            best = ((skill[chosen], chosen), candidate, built, skill)
+    assert best is not None  # candidates is not empty
+    (_, chosen), candidate, built, skill = best
+    weights, bias = RidgeSolver(built.features, built.targets).solve(chosen)
+    return candidate, built, Readout(weights, bias, chosen, skill), best_skills
+
+
 def fit_ridge_readout(
     features: np.ndarray,
     targets: np.ndarray,
     ridge: float | None,
     rollout_skill: RolloutSkill,
 ) -> Readout:
-    """The ridge read-out; ridge None chooses it from ``RIDGE_GRID`` by blocked cross-validation.
-
-    features: (N, k); targets: (N, d). The rows are split into ``N_FOLDS`` contiguous blocks;
-    each candidate is fitted without a block and scored by ``rollout_skill`` on it; the largest
-    mean skill wins, ties going to the larger ridge (the smoother map).
-    """
-    if ridge is None:
-        rows = np.arange(features.shape[0])
-        total = np.zeros(len(RIDGE_GRID))
-        for held_out in np.array_split(rows, N_FOLDS):
-            solver = RidgeSolver(np.delete(features, held_out, 0), np.delete(targets, held_out, 0))
-            weights, biases = zip(*(solver.solve(candidate) for candidate in RIDGE_GRID))
-            total += rollout_skill(np.stack(weights), np.stack(biases), held_out) / N_FOLDS
-        skill = dict(zip(RIDGE_GRID, total.tolist()))
-        chosen = max(RIDGE_GRID, key=lambda r: (skill[r], r))
-    else:
-        if not ridge >= 0:
-            raise ValueError(f"ridge must be zero or positive, not {ridge}")
-        chosen, skill = ridge, {}
-    weights, bias = RidgeSolver(features, targets).solve(chosen)
-    return Readout(weights=weights, bias=bias, ridge=float(chosen), skill=skill)
+    """The ridge read-out of features (N, k) to targets (N, d); ridge None chooses it from
+    ``RIDGE_GRID`` by ``cross_validated_skill`` (``select_readout`` with one candidate)."""
+    design = Design(features, targets, rollout_skill)
+    return select_readout([None], lambda _: design, ridge)[2]
 
 
 def held_out_starts(
