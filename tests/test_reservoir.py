@@ -147,3 +147,18 @@ def test_esn_free_run_from_a_noisy_delay_embedding_of_x_keeps_the_attractor():
     run = model.simulate(Trial(np.arange(len(train)) * DT, train), len(reference))
     assert state_space_divergence(reference, run) <= 0.3
     assert power_spectrum_distance(reference, run) <= 0.1
+
+
+@pytest.mark.parametrize(("backend", "params", "array"), [
+    (ESN, ESNParams(units=40, spectral_radius=0.9, leak=1.0, input_scaling=0.5, ridge=1e-6), "leak"),
+    (NGRC, NGRCParams(delays=2, skip=1, ridge=1e-6), "lags"),
+])
+def test_model_arrays_from_before_the_settings_were_chosen_still_load(backend, params, array):
+    """Files written when leak and lags were fixed hyperparameters hold no such array; their
+    hyperparameters give the value, and the forecast is the same."""
+    model = backend(params).fit(as_data(lorenz(400)))
+    arrays = model.arrays()
+    del arrays[array]
+    restored = backend.restore(params, arrays, variables=model.variables_, inputs=(), dt=model.dt_)
+    history = Trial(0.01 * np.arange(150), lorenz(150))
+    np.testing.assert_array_equal(restored.simulate(history, 5), model.simulate(history, 5))

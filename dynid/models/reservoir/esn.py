@@ -344,9 +344,17 @@ class ESN(Backend):
             recurrent=expect_array(arrays, "recurrent", (n, n)).astype(float),
             input=expect_array(arrays, "input_weights", (n, d)).astype(float),
             bias=expect_array(arrays, "reservoir_bias", (n,)).astype(float),
-            leak=float(expect_array(arrays, "leak", (1,))[0]),
+            leak=_stored_leak(arrays, params),
         )
         self.mean_ = expect_array(arrays, "mean", (d,)).astype(float)
         self.scale_ = expect_array(arrays, "scale", (d,)).astype(float)
         self.weights_ = expect_array(arrays, "weights", (n + d, d)).astype(float)
         self.bias_ = expect_array(arrays, "bias", (d,)).astype(float)
+
+
+def _stored_leak(arrays: dict[str, np.ndarray], params: ESNParams) -> float:
+    """The leak rate of a model file; files written before the leak was chosen from data hold
+    no ``leak`` array, and their hyperparameters give it."""
+    if "leak" not in arrays and params.leak is not None:
+        return float(params.leak)
+    return float(expect_array(arrays, "leak", (1,))[0])

@@ -200,7 +200,11 @@ class NGRC(Backend):
 
     def _load_arrays(self, arrays: dict[str, np.ndarray]) -> None:
         d = self.n_variables
-        delays, skip = (int(v) for v in expect_array(arrays, "lags", (2,)))
+        params: NGRCParams = self.params  # type: ignore[assignment]
+        if "lags" not in arrays and params.delays is not None and params.skip is not None:
+            delays, skip = params.delays, params.skip  # a file from before the lags were chosen
+        else:
+            delays, skip = (int(v) for v in expect_array(arrays, "lags", (2,)))
         self.lags_ = (delays, skip)
         linear = delays * d
         self.mean_ = expect_array(arrays, "mean", (d,)).astype(float)
