@@ -155,16 +155,28 @@ class ContinuousBackend(Backend):
                 torch.manual_seed(0 if seed is None else seed)
                 network = self._network(data.n_variables, data.n_inputs).to(device)
             session = TrainingSession(options, 0 if seed is None else seed)
-            trainers, results = [], []
+            trainers: list[ShootingTrainer] = []
+            results = []
+            kept = True
             for length, stride, lr, epochs, name, label in stages:
                 fit_part = segment_trials(head, data.n_variables, length, stride)
                 validation = None if tail is None else _windows(tail, data.n_variables, length)
-                trainers.append(ShootingTrainer(
+                trainer = ShootingTrainer(
                     network, fit_part, validation, self._solver(), lr=lr, batch=params.batch,
-                    epochs=epochs, session=session, device=device))
-                results.append(train(trainers[-1], TrainingConfig(
+                    epochs=epochs, session=session, device=device)
+                # A later stage starts from trained weights: it keeps them unless it lowers
+                # the held-out error (the loop's best is only among its own epochs).
+                before = trainer.validation_loss() if trainers else None
+                start = trainer.state_arrays() if before is not None else {}
+                result = train(trainer, TrainingConfig(
                     max_epochs=epochs, patience=params.patience if validation else None,
-                    name=name, stage=f"{self.name} {label}"), session))
+                    name=name, stage=f"{self.name} {label}"), session)
+                best = result.best_validation_loss
+                if before is not None and (best is None or best >= before):
+                    trainer.load_state_arrays(start)
+                    kept = False
+                trainers.append(trainer)
+                results.append(result)
             with torch.no_grad():
                 fit_loss = float(trainers[0].rollout_loss(*trainers[0].fit))
             self.network_ = network.cpu()
@@ -173,7 +185,8 @@ class ContinuousBackend(Backend):
             "segments": trainers[0].fit[0].shape[0], "segment_mse": fit_loss,
             "validation_mse": results[0].best_validation_loss,
             **({"refine_epochs": results[1].epochs, "refine_stopped": results[1].stopped,
-                "refine_validation_mse": results[1].best_validation_loss}
+                "refine_validation_mse": results[1].best_validation_loss,
+                "refine_kept": kept}
                if len(results) > 1 else {}),
             **self._after_training(),
         }
