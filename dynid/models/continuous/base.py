@@ -230,9 +230,13 @@ class ContinuousBackend(Backend):
         import torch
 
         from dynid.models.continuous.integrate import solve
+        from dynid.runtime import torch_threads
 
         solver = self._solver()
-        with torch.no_grad():
+        # One thread, as in training: a rollout is thousands of tiny tensor operations, and
+        # torch's default of one thread per core makes each wait on the others (17x slower
+        # in wall time on a loaded 2-core machine, measured).
+        with torch.no_grad(), torch_threads(None):
             x0 = torch.as_tensor(z0, dtype=torch.float64)[None]
             deltas = torch.full((1, steps), float(self.dt_), dtype=torch.float64)
             u = None if controls is None else torch.as_tensor(controls, dtype=torch.float64)[None]
