@@ -154,8 +154,7 @@ FAST = ["width=16", "depth=1", "segment=5", "substeps=1", "epochs=40", "batch=32
 # epochs at lr 0.05 reach NRMSE 0.09 / 0.11 over one period; its 0.1 goal on the pendulum is
 # measured with longer training in benchmarks/pendulum_energy.py.
 @pytest.mark.parametrize("name, damping, settings, bound", [
-    # phnn's Hamiltonian gradient by autograd at every RK4 stage: minutes on 2 cores.
-    pytest.param("phnn", 0.2, ["lr=0.05"], 0.15, marks=pytest.mark.slow),
+    ("phnn", 0.2, ["lr=0.05"], 0.15),  # 8.5 s CPU (closed-form grad H, one-thread free runs)
     ("hnn", 0.0, [], 0.1),
 ])
 def test_a_short_fit_tracks_an_oscillator_and_keeps_its_energy_law(name, damping, settings,
@@ -188,7 +187,6 @@ def test_hnn_needs_coordinates_and_momenta():
     assert not PHNN.capabilities.uniform_steps
 
 
-@pytest.mark.slow  # every report section's free run integrates phnn: minutes on 2 cores
 def test_the_report_shows_the_energy_of_a_free_run_for_energy_models_only(monkeypatch):
     from dynid.modelfile import ModelFile, describe_fit
     from dynid.report import build_report, energy
