@@ -17,7 +17,6 @@ from typing import TYPE_CHECKING, Any, Literal
 import numpy as np
 
 from dynid.data.dataset import Dataset, Trial
-from dynid.errors import DataError
 from dynid.models.base import Backend, Capabilities, Hyperparameters, expect_array, param
 from dynid.models.continuous.shooting import (
     Segments,
@@ -39,6 +38,14 @@ if TYPE_CHECKING:
 
 # Absolute tolerance of the adaptive solver, in standardised units (states of order 1).
 ATOL = 1e-8
+# The fine-tuning stage starts at this fraction of the first stage's learning rate: its
+# weights are already close, and the long windows' loss is steep (an error in the field grows
+# along a window), so a full-size step would undo the first stage.
+REFINE_LR = 0.1
+REFINE_DOC = (
+    "trajectory-level fine-tuning after multiple shooting: intervals per window of a second "
+    "stage on long windows (starting every `segment` samples), which penalises the phase and "
+    "amplitude errors that short segments let accumulate (0 or <= segment: none)")
 _NETWORK = "net."
 
 
@@ -57,9 +64,14 @@ class ContinuousParams(Hyperparameters):
     validation: float = param(
         0.2, "fraction of every trial's end held out for early stopping (0: none, train "
         "all epochs)")
+    refine: int = param(0, REFINE_DOC)
+    refine_epochs: int = param(60, "fine-tuning: most passes over the long windows")
 
     def __post_init__(self) -> None:
-        for name in ("width", "depth", "segment", "substeps", "epochs", "batch", "patience"):
+        if self.refine < 0:
+            raise ValueError(f"refine must be 0 or a positive integer, not {self.refine}")
+        for name in ("width", "depth", "segment", "substeps", "epochs", "batch", "patience",
+                     "refine_epochs"):
             if getattr(self, name) < 1:
                 raise ValueError(f"{name} must be a positive integer, not {getattr(self, name)}")
         if not self.lr > 0:
@@ -129,7 +141,13 @@ class ContinuousBackend(Backend):
         else:
             self.input_center_ = self.input_scale_ = np.zeros(0)
         rows = [self._rows(trial) for trial in data.trials]
-        fit_part, validation = self._split(rows, params)
+        head, tail = self._split(rows, params)
+        # (intervals per window, stride, learning rate, epochs, checkpoint name, label)
+        stages = [(params.segment, 1, params.lr, params.epochs, self.name, "training")]
+        refine = min(params.refine, _longest(head))
+        if refine > params.segment:
+            stages.append((refine, params.segment, params.lr * REFINE_LR,
+                           params.refine_epochs, f"{self.name}-refine", "fine-tuning"))
         with torch_threads(options.threads):
             # The initial weights come from the seed (not from torch's global generator,
             # which the first fit of a session seeds before torch is imported).
@@ -137,19 +155,39 @@ class ContinuousBackend(Backend):
                 torch.manual_seed(0 if seed is None else seed)
                 network = self._network(data.n_variables, data.n_inputs).to(device)
             session = TrainingSession(options, 0 if seed is None else seed)
-            trainer = ShootingTrainer(network, fit_part, validation, self._solver(),
-                                      lr=params.lr, batch=params.batch, epochs=params.epochs,
-                                      session=session, device=device)
-            result = train(trainer, TrainingConfig(
-                max_epochs=params.epochs, patience=params.patience if validation else None,
-                name=self.name, stage=f"{self.name} training"), session)
+            trainers: list[ShootingTrainer] = []
+            results = []
+            kept = True
+            for length, stride, lr, epochs, name, label in stages:
+                fit_part = segment_trials(head, data.n_variables, length, stride)
+                validation = None if tail is None else _windows(tail, data.n_variables, length)
+                trainer = ShootingTrainer(
+                    network, fit_part, validation, self._solver(), lr=lr, batch=params.batch,
+                    epochs=epochs, session=session, device=device)
+                # A later stage starts from trained weights: it keeps them unless it lowers
+                # the held-out error (the loop's best is only among its own epochs).
+                before = trainer.validation_loss() if trainers else None
+                start = trainer.state_arrays() if before is not None else {}
+                result = train(trainer, TrainingConfig(
+                    max_epochs=epochs, patience=params.patience if validation else None,
+                    name=name, stage=f"{self.name} {label}"), session)
+                best = result.best_validation_loss
+                if before is not None and (best is None or best >= before):
+                    trainer.load_state_arrays(start)
+                    kept = False
+                trainers.append(trainer)
+                results.append(result)
             with torch.no_grad():
-                fit_loss = float(trainer.rollout_loss(*trainer.fit))
+                fit_loss = float(trainers[0].rollout_loss(*trainers[0].fit))
             self.network_ = network.cpu()
         self.metrics_ = {
-            "epochs": result.epochs, "stopped": result.stopped,
-            "segments": fit_part.count, "segment_mse": fit_loss,
-            "validation_mse": result.best_validation_loss,
+            "epochs": results[0].epochs, "stopped": results[0].stopped,
+            "segments": trainers[0].fit[0].shape[0], "segment_mse": fit_loss,
+            "validation_mse": results[0].best_validation_loss,
+            **({"refine_epochs": results[1].epochs, "refine_stopped": results[1].stopped,
+                "refine_validation_mse": results[1].best_validation_loss,
+                "refine_kept": kept}
+               if len(results) > 1 else {}),
             **self._after_training(),
         }
 
@@ -161,17 +199,15 @@ class ContinuousBackend(Backend):
         return np.hstack(parts)
 
     def _split(self, rows: list[np.ndarray], params: ContinuousParams
-               ) -> tuple[Segments, Segments | None]:
-        """Fit and validation segments; no validation when the held-out ends are too short."""
-        d = len(self.variables_)
+               ) -> tuple[list[np.ndarray], list[np.ndarray] | None]:
+        """Fit and held-out rows of every trial; no held-out rows when validation is off or
+        the held-out ends are shorter than one segment."""
         if params.validation == 0:
-            return segment_trials(rows, d, params.segment), None
+            return rows, None
         head, tail = block_split(rows, params.validation)
-        try:
-            validation = segment_trials(tail, d, params.segment)
-        except DataError:
-            return segment_trials(rows, d, params.segment), None
-        return segment_trials(head, d, params.segment), validation
+        if _longest(tail) < params.segment:
+            return rows, None
+        return head, tail
 
     # -- simulation ------------------------------------------------------------------------------
     def _simulate(self, history: Trial, steps: int, future_inputs: np.ndarray | None
@@ -194,9 +230,13 @@ class ContinuousBackend(Backend):
         import torch
 
         from dynid.models.continuous.integrate import solve
+        from dynid.runtime import torch_threads
 
         solver = self._solver()
-        with torch.no_grad():
+        # One thread, as in training: a rollout is thousands of tiny tensor operations, and
+        # torch's default of one thread per core makes each wait on the others (17x slower
+        # in wall time on a loaded 2-core machine, measured).
+        with torch.no_grad(), torch_threads(None):
             x0 = torch.as_tensor(z0, dtype=torch.float64)[None]
             deltas = torch.full((1, steps), float(self.dt_), dtype=torch.float64)
             u = None if controls is None else torch.as_tensor(controls, dtype=torch.float64)[None]
@@ -223,6 +263,17 @@ class ContinuousBackend(Backend):
             expect_array(arrays, _NETWORK + name, like.shape)
         arrays_to_module(self.network_, {k[len(_NETWORK):]: v for k, v in arrays.items()
                                          if k.startswith(_NETWORK)})
+
+
+def _longest(trials: list[np.ndarray]) -> int:
+    """Intervals in the longest of the trials (n_i, ...)."""
+    return max((trial.shape[0] - 1 for trial in trials), default=0)
+
+
+def _windows(trials: list[np.ndarray], d: int, length: int) -> Segments:
+    """Every window of ``length`` intervals, shortened to the longest trial (held-out ends
+    may be shorter than a fine-tuning window)."""
+    return segment_trials(trials, d, min(length, _longest(trials)))
 
 
 def _spread(x: np.ndarray) -> np.ndarray:

@@ -64,6 +64,12 @@ class ConvexPotential(nn.Module):
     activations softplus (convex, non-decreasing), so F is convex; hence H is convex with
     H(x0) = 0, grad H(x0) = 0, H >= 0, and the quadratic makes the minimum unique and H radially
     unbounded (bounded sublevel sets). eps is ``QUADRATIC``.
+
+    grad F is computed in closed form by a hand-written backward pass through the layers (the
+    derivative of softplus is the logistic sigmoid), not by autograd: a port-Hamiltonian field
+    needs grad H at every solver stage, and autograd would build and differentiate a second
+    graph there (double backward in training, a graph even in free runs). The closed form is
+    ordinary tensor operations, so training differentiates it once, like any network.
     """
 
     QUADRATIC = 1e-3
@@ -78,22 +84,52 @@ class ConvexPotential(nn.Module):
         self.out_skip = nn.Linear(d, 1)
         self.minimum = nn.Parameter(torch.zeros(d))
 
+    def _layers(self, x: torch.Tensor) -> tuple[list[torch.Tensor], list[torch.Tensor]]:
+        """The hidden-to-hidden weights (non-negative) and every layer's pre-activation (B, width)."""
+        hidden = [softplus(h) for h in self.hidden]
+        pre = [self.first(x)]
+        for skip, weight in zip(self.skips, hidden):
+            pre.append(softplus(pre[-1]) @ weight.T + skip(x))
+        return hidden, pre
+
     def convex(self, x: torch.Tensor) -> torch.Tensor:
         """F(x) (B,)."""
-        z = softplus(self.first(x))
-        for skip, hidden in zip(self.skips, self.hidden):
-            z = softplus(z @ softplus(hidden).T + skip(x))
-        return z @ softplus(self.out_hidden) + self.out_skip(x)[:, 0]
+        _, pre = self._layers(x)
+        return softplus(pre[-1]) @ softplus(self.out_hidden) + self.out_skip(x)[:, 0]
+
+    def convex_gradient(self, x: torch.Tensor) -> torch.Tensor:
+        """grad F(x) (B, d), by the backward pass written out: dF/dz of the last layer is the
+        output weights; through each layer z = softplus(a), a = z_prev W^T + S x, dF/da =
+        dF/dz * sigmoid(a), which reaches x through S (the first layer's weights at the
+        bottom) and z_prev through W."""
+        hidden, pre = self._layers(x)
+        upstream = softplus(self.out_hidden).expand_as(pre[-1])
+        grad = self.out_skip.weight.expand(x.shape[0], -1)
+        for layer in range(len(pre) - 1, 0, -1):
+            through = upstream * torch.sigmoid(pre[layer])
+            grad = grad + through @ self.skips[layer - 1].weight
+            upstream = through @ hidden[layer - 1]
+        return grad + (upstream * torch.sigmoid(pre[0])) @ self.first.weight
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         """H(x) (B,)."""
-        with torch.enable_grad():
-            x0 = self.minimum[None, :]
-            f0 = self.convex(x0)
-            (g0,) = torch.autograd.grad(f0.sum(), x0, create_graph=True)
+        x0 = self.minimum[None, :]
         shift = x - x0
-        return (self.convex(x) - f0 - (shift * g0).sum(dim=1)
+        f = self.convex(torch.cat([x, x0]))  # one pass for both
+        return (f[:-1] - f[-1] - shift @ self.convex_gradient(x0)[0]
                 + self.QUADRATIC * shift.pow(2).sum(dim=1))
+
+    def gradient(self, x: torch.Tensor) -> torch.Tensor:
+        """grad H(x) (B, d) = grad F(x) - grad F(x0) + 2 eps (x - x0)."""
+        x0 = self.minimum[None, :]
+        g = self.convex_gradient(torch.cat([x, x0]))  # one pass for both
+        return g[:-1] - g[-1] + 2.0 * self.QUADRATIC * (x - x0)
+
+
+def gradient(self, x: torch.Tensor) -> torch.Tensor:
+        """grad H(x) (B, d) = grad F(x) - grad F(x0) + 2 eps (x - x0)."""
+        x0 = self.minimum[None, :]
+        return self.convex(x)[1] - self.convex(x0)[1] + 2.0 * self.QUADRATIC * (x - x0)
 
 
 def gradient(energy: Callable[[torch.Tensor], torch.Tensor], x: torch.Tensor) -> torch.Tensor:
@@ -136,7 +172,7 @@ class PortHamiltonianField(_RK4, nn.Module):
         return low @ low.T
 
     def field(self, x: torch.Tensor, u: torch.Tensor | None) -> torch.Tensor:
-        dx = gradient(self.energy, x) @ self.structure().T
+        dx = self.energy.gradient(x) @ self.structure().T
         return dx if u is None else dx + u @ self.g.T
 
 

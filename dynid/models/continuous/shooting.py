@@ -54,13 +54,14 @@ class Segments:
         return self.x.shape[0]
 
 
-def segment_trials(trials: list[np.ndarray], d: int, length: int) -> Segments:
-    """Every window of ``length`` + 1 consecutive samples (stride 1) of the trials.
+def segment_trials(trials: list[np.ndarray], d: int, length: int, stride: int = 1) -> Segments:
+    """The windows of ``length`` + 1 consecutive samples of the trials, one starting every
+    ``stride`` samples.
 
     trials: (n_i, 1 + d + m) arrays of [t, x, u] rows. A trial shorter than a window gives
     none; DataError when no trial is long enough.
     """
-    windows = [np.lib.stride_tricks.sliding_window_view(trial, length + 1, axis=0)
+    windows = [np.lib.stride_tricks.sliding_window_view(trial, length + 1, axis=0)[::stride]
                .transpose(0, 2, 1) for trial in trials if trial.shape[0] > length]
     if not windows:
         raise DataError(f"every trial is shorter than one segment of {length + 1} samples; "

@@ -1,0 +1,161 @@
+"""dynid's ``node`` beside a plain torchdiffeq neural ODE (issue 14: "torchdiffeq-based code (fit
+time, accuracy)"), on node_vanderpol.py's data and new starts.
+
+The torchdiffeq model is what its documentation and examples lead one to write: the same tanh
+MLP (``width`` x ``depth``, float64, on the same standardised states), Adam with the same
+learning rate and cosine decay over the same number of epochs, minibatches of the same
+multiple-shooting segments (``segment`` intervals, every start sample of the first 80 % of each
+trial). torchdiffeq's ``odeint`` takes one time vector for a batch, so a minibatch of
+irregularly sampled segments is integrated over the sorted union of their times measured from
+each segment's start (the usual way, as in Rubanova et al.'s Latent ODEs), with ``dopri5`` at
+rtol 1e-6, atol 1e-8 (or ``--method rk4`` at half the median step). No early stopping and no
+fine-tuning stage: those are dynid's.
+
+    python benchmarks/node_vs_torchdiffeq.py [--seeds 0] [--method dopri5|rk4] [--epochs N]
+                                             [-p key=value ...]   # -p: dynid's node only
+
+Prints one JSON line per seed and model (fit wall and CPU seconds, NRMSE per new start), then
+one summary line per model. Needs the ``bench`` extra (torchdiffeq).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import time
+
+import numpy as np
+import torch
+
+import node_vanderpol as vdp
+from dynid import api
+from dynid.models.continuous.node import NODEParams
+from dynid.models.continuous.shooting import segment_trials
+from dynid.training import block_split
+
+DEFAULTS = NODEParams()
+
+
+class Field(torch.nn.Module):
+    """dx/dt = MLP(x), as in torchdiffeq's examples (time ignored)."""
+
+    def __init__(self, d: int, width: int, depth: int) -> None:
+        super().__init__()
+        layers: list[torch.nn.Module] = []
+        size = d
+        for _ in range(depth):
+            layers += [torch.nn.Linear(size, width), torch.nn.Tanh()]
+            size = width
+        self.net = torch.nn.Sequential(*layers, torch.nn.Linear(size, d))
+
+    def forward(self, t: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
+        return self.net(x)
+
+
+def solver_options(method: str, dt: float) -> dict[str, object]:
+    if method == "rk4":
+        return {"method": "rk4", "options": {"step_size": dt / 2, "interp": "cubic"}}
+    return {"method": "dopri5", "rtol": 1e-6, "atol": 1e-8}
+
+
+class TorchdiffeqNODE:
+    """Fit and forecast of the plain torchdiffeq model on standardised states."""
+
+    def __init__(self, data, seed: int, method: str, epochs: int) -> None:
+        stacked = np.vstack([trial.x for trial in data.trials])
+        self.center, self.scale = stacked.mean(axis=0), stacked.std(axis=0)
+        self.dt_ = float(np.median(np.concatenate([np.diff(t.t) for t in data.trials])))
+        self.method, self.epochs, self.seed = method, epochs, seed
+        rows = [np.column_stack([t.t, (t.x - self.center) / self.scale]) for t in data.trials]
+        head, _ = block_split(rows, DEFAULTS.validation)
+        segments = segment_trials(head, data.n_variables, DEFAULTS.segment)
+        times = np.concatenate([np.zeros((segments.count, 1)),
+                                np.cumsum(segments.deltas, axis=1)], axis=1)
+        self.x = torch.as_tensor(segments.x)
+        self.tau = torch.as_tensor(times)
+        torch.manual_seed(seed)
+        self.field = Field(data.n_variables, DEFAULTS.width, DEFAULTS.depth).double()
+
+    def _rollout(self, x0: torch.Tensor, tau: torch.Tensor) -> torch.Tensor:
+        """States (B, K+1, d) at the times tau (B, K+1) from x0 (B, d) at tau 0."""
+        from torchdiffeq import odeint
+
+        union, index = torch.unique(tau, sorted=True, return_inverse=True)
+        solution = odeint(self.field, x0, union, **solver_options(self.method, self.dt_))
+        return solution[index, torch.arange(x0.shape[0])[:, None]]
+
+    def fit(self) -> None:
+        optimizer = torch.optim.Adam(self.field.parameters(), lr=DEFAULTS.lr)
+        steps = math.ceil(self.x.shape[0] / DEFAULTS.batch)
+        schedule = torch.optim.lr_scheduler.CosineAnnealingLR(optimizer, self.epochs * steps)
+        generator = torch.Generator().manual_seed(self.seed)
+        for _ in range(self.epochs):
+            order = torch.randperm(self.x.shape[0], generator=generator)
+            for start in range(0, self.x.shape[0], DEFAULTS.batch):
+                rows = order[start : start + DEFAULTS.batch]
+                predicted = self._rollout(self.x[rows, 0], self.tau[rows])
+                loss = (predicted[:, 1:] - self.x[rows, 1:]).pow(2).mean()
+                optimizer.zero_grad()
+                loss.backward()
+                optimizer.step()
+                schedule.step()
+
+    def forecast(self, x0: np.ndarray, steps: int) -> np.ndarray:
+        """States (steps, d) every dt after x0 (d,)."""
+        from torchdiffeq import odeint
+
+        z0 = torch.as_tensor((x0 - self.center) / self.scale)[None]
+        t = torch.arange(steps + 1, dtype=torch.float64) * self.dt_
+        with torch.no_grad():
+            z = odeint(self.field, z0, t, **solver_options(self.method, self.dt_))[1:, 0]
+        return z.numpy() * self.scale + self.center
+
+
+def scores(forecast, dt: float) -> list[float]:
+    steps = int(round(vdp.PERIOD / dt))
+    t = np.arange(steps + 1) * dt
+    return [vdp.nrmse(forecast(np.array(x0), steps), vdp.exact(np.array(x0), t)[1:])
+            for x0 in vdp.TEST_STARTS]
+
+
+def timed(fit) -> tuple[object, float, float]:
+    wall, cpu = time.perf_counter(), time.process_time()
+    result = fit()
+    return result, time.perf_counter() - wall, time.process_time() - cpu
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--seeds", default="0")
+    parser.add_argument("--method", choices=("dopri5", "rk4"), default="dopri5")
+    parser.add_argument("--epochs", type=int, default=DEFAULTS.epochs,
+                        help="torchdiffeq's epochs (default: dynid's most epochs)")
+    parser.add_argument("--skip-dynid", action="store_true")
+    parser.add_argument("-p", dest="params", action="append", default=[])
+    args = parser.parse_args()
+    torch.set_num_threads(1)  # as dynid's fits (dynid.runtime.DEFAULT_TORCH_THREADS)
+    data = vdp.training_data(10, 300)
+    results: dict[str, list[list[float]]] = {}
+    for seed in [int(s) for s in args.seeds.split(",")]:
+        runs = {}
+        if not args.skip_dynid:
+            model, wall, cpu = timed(lambda: api.fit(data, "node", args.params, seed=seed,
+                                                     device="cpu").model)
+            runs["dynid node"] = (wall, cpu, scores(
+                lambda x0, steps: model.simulate(vdp.Trial(t=np.zeros(1), x=x0[None]), steps,
+                                                 None), model.dt_))
+        plain = TorchdiffeqNODE(data, seed, args.method, args.epochs)
+        _, wall, cpu = timed(plain.fit)
+        runs[f"torchdiffeq {args.method}"] = (wall, cpu, scores(plain.forecast, plain.dt_))
+        for name, (wall, cpu, nrmse) in runs.items():
+            results.setdefault(name, []).append(nrmse)
+            print(json.dumps({"model": name, "seed": seed, "fit_wall_s": round(wall, 1),
+                              "fit_cpu_s": round(cpu, 1),
+                              "nrmse_one_period": [round(v, 4) for v in nrmse]}), flush=True)
+    for name, nrmse in results.items():
+        print(json.dumps({"model": name, **vdp.summary(nrmse)}))
+
+
+if __name__ == "__main__":
+    main()
