@@ -24,7 +24,7 @@ def forecast(
     horizon: Annotated[int, typer.Option("--horizon", "-n", min=1, help="Number of steps (of the model's dt) to forecast.")],
     future_inputs: Annotated[Optional[str], typer.Option("--future-inputs", help="File with the model's input columns for the forecast steps.")] = None,
     interval: Annotated[Optional[float], typer.Option("--interval", help="Add {variable}_lower and {variable}_upper columns bounding this central probability (0.9) of the predictive distribution (models with one: lds, gpsde).")] = None,
-    sample: Annotated[bool, typer.Option("--sample", help="One path drawn from the predictive distribution instead of its mean, the same for the same --seed (models with sample paths: gpsde).")] = False,
+    sample: Annotated[bool, typer.Option("--sample", help="One path drawn from the predictive distribution instead of its mean, the same for the same --seed (models with sample paths: lds, ctlds, gpsde).")] = False,
     seed: Annotated[int, typer.Option("--seed", help="Random seed of --sample.")] = 0,
     time_format: Annotated[Optional[str], typer.Option("--time-format", help="When DATA's time is date-times: iso (date-times continuing them, UTC 'Z' if they were zoned) or seconds since DATA's first sample [default: iso, seconds into HDF5]. Other times are written in DATA's units.", autocompletion=completion.choices(TIME_FORMATS))] = None,
     output: OutputPath = None,

@@ -204,3 +204,28 @@ def forecast(
         out_mean[k] = model.c @ m + model.d @ u[k + 1] + model.offset
         out_var[k] = np.einsum("pi,ij,pj->p", model.c, s, model.c) + model.r
     return out_mean, out_var
+
+
+def sample_path(
+    model: StateSpace, mean: np.ndarray, cov: np.ndarray, steps: int, u: np.ndarray | None,
+    rng: np.random.Generator,
+) -> np.ndarray:
+    """One draw (steps, p) of y_{T+1..T+steps} from the joint predictive distribution whose
+    mean and variances ``forecast`` gives: the state at T drawn from the filtered N(mean, cov),
+    then state and observation noise drawn at every step. u as in ``forecast``."""
+    n, p = model.n_latent, model.c.shape[0]
+    u = input_rows(u, steps + 1, model.b.shape[1])
+    state_noise = _gaussian_root(model.q)
+    z = mean + _gaussian_root(cov) @ rng.standard_normal(n)
+    out = np.empty((steps, p))
+    for k in range(steps):
+        z = model.a @ z + model.b @ u[k] + state_noise @ rng.standard_normal(n)
+        out[k] = model.c @ z + model.d @ u[k + 1] + model.offset + np.sqrt(model.r) * rng.standard_normal(p)
+    return out
+
+
+def _gaussian_root(cov: np.ndarray) -> np.ndarray:
+    """L with L L^T = cov for a symmetric positive semi-definite cov (eigen-decomposition: a
+    singular cov, e.g. a state known exactly, has no Cholesky factor)."""
+    values, vectors = np.linalg.eigh(0.5 * (cov + cov.T))
+    return vectors * np.sqrt(np.clip(values, 0.0, None))

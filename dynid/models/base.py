@@ -341,7 +341,7 @@ class Backend(ABC):
         """One path (steps, d) drawn from the predictive distribution after ``history``
         (``--sample``), the same for the same ``seed``; UsageError for models without."""
         raise UsageError(
-            f"--sample: the {self.name} model draws no sample paths; fit gpsde or drop --sample"
+            f"--sample: the {self.name} model draws no sample paths; fit lds, ctlds or gpsde, or drop --sample"
         )
 
     # -- helpers -------------------------------------------------------------------------------

@@ -28,7 +28,7 @@ from dynid.data.dataset import Dataset, Trial, uniform_step
 from dynid.errors import DataError, UsageError
 from dynid.linear.continuous import ContinuousStateSpace, from_discrete, principal_generator
 from dynid.linear.dynamics import sort_by_modulus
-from dynid.linear.kalman import Course, StateSpace, forecast, kalman_filter, rts_smoother
+from dynid.linear.kalman import Course, StateSpace, forecast, kalman_filter, rts_smoother, sample_path
 from dynid.linear.subspace import subspace_start
 from dynid.models.base import (
     Backend,
@@ -189,6 +189,17 @@ class LDS(Backend):
         check_level(level)
         self._check_history(history, steps, future_inputs)
         return gaussian_interval(*self._predict(history, steps, future_inputs), level)
+
+    def sample(
+        self, history: Trial, steps: int, future_inputs: np.ndarray | None, seed: int | None
+    ) -> np.ndarray:
+        """One path (steps, p) of y drawn from the model after filtering ``history``: the last
+        state from its filtered distribution, then state and observation noise at each step."""
+        self._check_history(history, steps, future_inputs)
+        filtered = kalman_filter(self._course(history), history.x)
+        inputs = None if not self.inputs_ else np.vstack([history.u[-1:], future_inputs])
+        rng = np.random.default_rng(0 if seed is None else seed % 2**64)
+        return sample_path(self._step_model(), filtered.means[-1], filtered.covs[-1], steps, inputs, rng)
 
     def states(self, data: Dataset) -> LatentStates:
         """RTS-smoothed latent means and standard deviations of every sample of ``data``."""
