@@ -18,7 +18,7 @@ from scipy.optimize import linear_sum_assignment
 from dynid import api
 from dynid.data.dataset import Dataset
 from dynid.linear.continuous import ContinuousStateSpace, discretise, from_discrete, principal_generator
-from dynid.linear.kalman import StateSpace
+from dynid.linear.kalman import StateSpace, kalman_filter
 from dynid.modelfile import ModelFile, describe_fit
 from dynid.models.latent.ctlds import identifiability
 from dynid.report import build_report
@@ -144,6 +144,47 @@ def test_report_shows_latent_states_and_continuous_eigenvalues():
     assert [f"z_{k}" for k in range(4)] == [title for title in titles if title.startswith("z_")]
     assert "Continuous-time eigenvalues" in page and "e^(\u03bb dt)" in "".join(titles)
     assert "\u00b11.96 standard deviation bands" in page
+
+
+def test_forecasts_at_any_times_agree_with_steps_of_dt_and_with_the_filter_over_gaps():
+    model, data = small_irregular_fit()
+    history = data.trials[0].slice(0, 150)
+    grid = history.t[-1] + model.dt_ * np.arange(1, 6)
+    np.testing.assert_allclose(model.simulate_at(history, grid), model.simulate(history, 5), rtol=1e-9, atol=1e-12)
+    # At irregular times: the filter run on, with nothing observed after the history, predicts
+    # the same observations.
+    times = data.trials[0].t[150:160]
+    blind = np.vstack([history.x, np.full((10, N_OBSERVED), np.nan)])
+    course = model.model_.course(np.concatenate([history.t, times]))
+    predicted = kalman_filter(course, blind).predicted_means[150:] @ course.c.T + course.offsets[150:]
+    np.testing.assert_allclose(model.simulate_at(history, times), predicted, rtol=1e-9, atol=1e-12)
+
+
+def test_score_rolls_out_to_the_irregular_times_of_the_data():
+    model, _ = small_irregular_fit()
+    t = irregular_times(300, seed=10)
+    trial = dataset(simulate_irregular(true_continuous(), t, seed=11, missing=0.0), t).trials[0]
+    data = dataset(trial.x, t)
+    horizon, starts = 8, 6
+    found = api.score(model, data, horizon=horizon, starts=starts, free_run=500)
+    # The same rollouts by the filter over hidden future samples (see the test above).
+    course = model.model_.course(t)
+    picks = np.linspace(1, 300 - horizon, starts).round().astype(int)
+    errors, vpt = [], []
+    scale = trial.x.std(axis=0)
+    for s in picks:
+        blind = trial.x.copy()
+        blind[s:] = np.nan
+        predicted = kalman_filter(course, blind).predicted_means[s:s + horizon] @ course.c.T + course.offsets[s:s + horizon]
+        error = predicted - trial.x[s:s + horizon]
+        errors.append(error)
+        invalid = np.sqrt(np.mean((error / scale) ** 2, axis=1)) > found["vpt_threshold"]
+        vpt.append(t[s + int(np.argmax(invalid))] - t[s - 1] if invalid.any() else t[s + horizon - 1] - t[s - 1])
+    errors = np.stack(errors)
+    assert found["starts"] == starts and found["horizon"] == horizon
+    np.testing.assert_allclose(found["rmse_per_step"], np.sqrt(np.mean(errors**2, axis=(0, 2))), rtol=1e-9)
+    assert found["valid_prediction_time"] == pytest.approx(np.mean(vpt), rel=1e-12)
+    assert found["d_stsp"] is not None and found["d_h"] is None  # no power spectrum of irregular samples
 
 
 @pytest.mark.slow
