@@ -53,7 +53,7 @@ SHAPES: Final[dict[str, tuple[str, str]]] = {
         '"valid_prediction_time_lyapunov" (with --lyapunov, or --estimate-lyapunov finding a '
         'positive exponent); unless --free-run 0: "d_stsp", "d_h", "free_run_steps", '
         '"free_run_diverged_step" (d_stsp and d_h null when the free run diverged, d_h on irregular '
-        'samples); on irregular samples, models that forecast at any times (lds) are rolled out '
+        'samples); on irregular samples, models that forecast at any times (lds, ctlds) are rolled out '
         'to the times of the data and VPT is their lead time; with '
         '--estimate-lyapunov: "lyapunov_exponents": [largest first, 1/time] and '
         '"lyapunov_standard_error": [...] (null, with "lyapunov_error", when the orbit diverged), '
