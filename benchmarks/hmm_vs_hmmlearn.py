@@ -8,11 +8,16 @@ adds its covariance floor (1e-6 of the data's variance) in every M-step, too sma
 the log-likelihood's printed digits.
 
     python benchmarks/hmm_vs_hmmlearn.py [--samples 2000] [--iterations 20] [-o results/hmm.json]
+
+Then CPU time per iteration (``time.process_time``, the robust figure on a loaded machine) in
+CPU_ROUNDS alternating rounds of CPU_ITERATIONS iterations of each library, printed.
 """
 
 from __future__ import annotations
 
 from pathlib import Path
+
+import time
 
 import numpy as np
 from timing import compare_em, em_arguments
@@ -22,6 +27,7 @@ from dynid.models.latent.emissions import Gaussian, covariance_floor
 from dynid.models.latent.hmm import HMM, _kmeans_labels, _start_from_labels
 
 HERE = Path(__file__).resolve().parent
+CPU_ROUNDS, CPU_ITERATIONS = 8, 10
 TRANSITION = np.array([[0.95, 0.03, 0.02], [0.02, 0.95, 0.03], [0.03, 0.02, 0.95]])
 MEANS = np.array([[0.0, 0.0], [3.0, 0.0], [0.0, 3.0]])
 
@@ -79,17 +85,33 @@ class HmmlearnEM:
         return float(self.model.score(self.x))
 
 
+def cpu_per_iteration(runs: dict[str, DynidEM | HmmlearnEM]) -> dict[str, list[float]]:
+    """Milliseconds of CPU time per iteration of each run, per round (alternating order)."""
+    found: dict[str, list[float]] = {name: [] for name in runs}
+    for round_ in range(CPU_ROUNDS):
+        for name in list(runs) if round_ % 2 == 0 else list(runs)[::-1]:
+            start = time.process_time()
+            for _ in range(CPU_ITERATIONS):
+                runs[name]()
+            found[name].append(1000 * (time.process_time() - start) / CPU_ITERATIONS)
+    return found
+
+
 def main() -> None:
     args = em_arguments(__doc__.splitlines()[0], HERE / "results" / "hmm_vs_hmmlearn.json")
     import hmmlearn
 
     x = known_hmm(args.samples)
+    runs = {"dynid": DynidEM(x), "hmmlearn": HmmlearnEM(x)}
     compare_em(
-        {"dynid": DynidEM(x), "hmmlearn": HmmlearnEM(x)},
+        runs,
         samples=args.samples, iterations=args.iterations,
         start_log_likelihood=markov.log_likelihood(start(x), [x]), start="k-means++ start",
         output=args.output, versions={"hmmlearn_version": hmmlearn.__version__},
     )
+    for name, rounds in cpu_per_iteration(runs).items():
+        print(f"  {name:<9} CPU {np.median(rounds):.2f} ms/iteration (median of {CPU_ROUNDS} rounds; "
+              f"{min(rounds):.2f}-{max(rounds):.2f})")
 
 
 if __name__ == "__main__":

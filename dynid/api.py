@@ -244,7 +244,9 @@ def score(
     lyapunov_steps: int = LYAPUNOV_STEPS,
 ) -> dict[str, Any]:
     """Multi-step rollouts from ``starts`` start points spread evenly over ``data``, and the
-    geometry of one long free run.
+    geometry of one long free run. Models with ``capabilities.forecasts_at_times`` forecast at
+    the data's own times (so irregular samples are scored too), others by steps of their dt
+    (DataError unless ``data`` are sampled at it).
 
     Returns the ``dynid score --json`` document (kind ``score``): rmse and nrmse over all
     rollouts and steps (nrmse divides each variable by its standard deviation in ``data``),
@@ -259,7 +261,9 @@ def score(
     if horizon < 1 or starts < 1:
         raise UsageError("--horizon and --starts must be at least 1")
     _check_variables(model, data)
-    check_step(model, data)  # rollouts are compared with the data sample by sample
+    at_times = model.capabilities.forecasts_at_times
+    if not at_times:
+        check_step(model, data)  # rollouts are compared with the data sample by sample
     need = model.history_length
     candidates = [
         (k, s)
@@ -274,23 +278,29 @@ def score(
     picks = np.unique(np.linspace(0, len(candidates) - 1, min(starts, len(candidates))).round())
     scale = np.std(data.stacked()[0], axis=0)
     scale = np.where(scale > 0, scale, 1.0)
-    predicted, observed, divergences = [], [], []
+    predicted, observed, leads, divergences = [], [], [], []
     for index in picks.astype(int):
         k, s = candidates[index]
         trial = data.trials[k]
         future = None if trial.u is None else trial.u[s : s + horizon]
-        states, diverged_at = rollout(model, trial.slice(0, s), horizon, future)
+        # Forecast at the data's own times where the model can, else by steps of dt_.
+        times = trial.t[s : s + horizon] if at_times else None
+        states, diverged_at = rollout(model, trial.slice(0, s), horizon, future, times=times)
         predicted.append(states)
         observed.append(trial.x[s : s + horizon])
+        leads.append(model.dt_ * np.arange(1, horizon + 1) if times is None else times - trial.t[s - 1])
         if diverged_at is not None:
             divergences.append(diverged_at)
     pred, true = np.stack(predicted), np.stack(observed)
     errors = pred - true
     # A diverged rollout has no finite error: its summaries are null (JSON), never a number.
     per_step = np.sqrt(np.mean(errors**2, axis=(0, 2)))
-    vpt = valid_prediction_time(pred, true, scale, model.dt_, threshold=vpt_threshold, per_rollout=True)
-    # A rollout still valid at the horizon only says VPT >= horizon * dt: the mean is censored.
-    censored = int(np.sum(vpt >= horizon * model.dt_ * (1 - 1e-12)))
+    # VPT: the lead time of the first invalid step (in steps of 1, then looked up in time).
+    valid_steps = valid_prediction_time(pred, true, scale, 1.0, threshold=vpt_threshold, per_rollout=True)
+    valid_steps = valid_steps.astype(int)
+    vpt = np.take_along_axis(np.stack(leads), valid_steps[:, None] - 1, axis=1)[:, 0]
+    # A rollout still valid at the horizon only says VPT >= its lead there: the mean is censored.
+    censored = int(np.sum(valid_steps >= horizon))
     result: dict[str, Any] = {
         "kind": SCORE,
         "horizon": horizon,
@@ -325,8 +335,9 @@ def score(
 def free_run_scores(model: Backend, data: Dataset, steps: int | None = None) -> dict[str, Any]:
     """``d_stsp`` and ``d_h`` of a free run of ``steps`` samples (None: max(samples in
     ``data``, FREE_RUN_MIN)) started from the first ``history_length`` samples of ``data``'s
-    first trial: D_stsp against every sample of ``data``, D_H against its longest trial. Both
-    null, with ``free_run_diverged_step``, when the run leaves the finite numbers."""
+    first trial: D_stsp against every sample of ``data``, D_H against its longest trial (null
+    for irregular samples). Both null, with ``free_run_diverged_step``, when the run leaves the
+    finite numbers."""
     from dynid.metrics.dsr import power_spectrum_distance, state_space_divergence
 
     observed = data.stacked()[0]
@@ -343,7 +354,8 @@ def free_run_scores(model: Backend, data: Dataset, steps: int | None = None) -> 
     finite = diverged_at is None
     return {
         "d_stsp": _finite_or_none(state_space_divergence(observed, run)) if finite else None,
-        "d_h": power_spectrum_distance(longest, run) if finite else None,
+        # Irregular samples have no power spectrum to compare with.
+        "d_h": power_spectrum_distance(longest, run) if finite and data.dt is not None else None,
         "free_run_steps": steps,
         "free_run_diverged_step": diverged_at,
     }
@@ -545,15 +557,25 @@ def _one_params(params: Params, options: Mapping[str, object]) -> Params:
 
 
 def rollout(
-    model: Backend, history: Trial, steps: int, future_inputs: np.ndarray | None = None
+    model: Backend,
+    history: Trial,
+    steps: int,
+    future_inputs: np.ndarray | None = None,
+    *,
+    times: np.ndarray | None = None,
 ) -> tuple[np.ndarray, int | None]:
-    """``model.simulate`` that reports divergence instead of hiding it.
+    """``model.simulate`` that reports divergence instead of hiding it; ``model.simulate_at``
+    the ``steps`` times ``times`` (steps,) when given.
 
     Returns (steps, d) states, NaN from the first non-finite step on, and that step (1-based),
     or None when the whole rollout stayed finite.
     """
     try:
-        states = np.asarray(model.simulate(history, steps, future_inputs), dtype=float)
+        states = np.asarray(
+            model.simulate(history, steps, future_inputs) if times is None
+            else model.simulate_at(history, times, future_inputs),
+            dtype=float,
+        )
     except Diverged as exc:
         return exc.states, exc.step
     bad = ~np.all(np.isfinite(states), axis=1)

@@ -194,15 +194,22 @@ def forecast(
     """Predicted observations after the filtered state (mean (n,), cov (n, n)) at the last
     sample T: means (steps, p) and variances (steps, p) of y_{T+1..T+steps}. u (steps + 1, m):
     the inputs at T..T+steps (None without inputs): u_T drives the first step."""
-    p = model.c.shape[0]
-    u = input_rows(u, steps + 1, model.b.shape[1])
+    return forecast_course(model.course(steps + 1, u), mean, cov)
+
+
+def forecast_course(course: Course, mean: np.ndarray, cov: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Predicted observations at samples 1..T-1 of ``course`` (T samples) from the state at
+    sample 0 (mean (n,), cov (n, n)) with no observation after it: means (T-1, p) and
+    variances (T-1, p)."""
+    steps, p = course.a.shape[0], course.c.shape[0]
     out_mean, out_var = np.empty((steps, p)), np.empty((steps, p))
     m, s = mean, cov
     for k in range(steps):
-        m = model.a @ m + model.b @ u[k]
-        s = model.a @ s @ model.a.T + model.q
-        out_mean[k] = model.c @ m + model.d @ u[k + 1] + model.offset
-        out_var[k] = np.einsum("pi,ij,pj->p", model.c, s, model.c) + model.r
+        a = course.a[k]
+        m = a @ m + course.drive[k]
+        s = a @ s @ a.T + course.q[k]
+        out_mean[k] = course.c @ m + course.offsets[k + 1]
+        out_var[k] = np.einsum("pi,ij,pj->p", course.c, s, course.c) + course.r
     return out_mean, out_var
 
 

@@ -38,6 +38,8 @@ class Capabilities:
     """What a backend can do; the shared fit path enforces these."""
 
     uniform_steps: bool = True
+    # Forecasts at any later times (``simulate_at``), so that it is scored on irregular samples.
+    forecasts_at_times: bool = False
     inputs: bool = False
     nan: bool = False
     cuda: bool = False
@@ -199,6 +201,27 @@ class Backend(ABC):
         """
         self._check_history(history, steps, future_inputs)
         return self._simulate(history, steps, future_inputs)
+
+    def simulate_at(
+        self, history: Trial, times: np.ndarray, future_inputs: np.ndarray | None = None
+    ) -> np.ndarray:
+        """The forecast at ``times`` (steps,), increasing and after the end of ``history``, for
+        backends with ``capabilities.forecasts_at_times`` (``simulate`` steps by ``dt_``).
+
+        future_inputs: (steps, m) the inputs at ``times`` when the model has inputs.
+        Returns (steps, d) states.
+        """
+        if not self.capabilities.forecasts_at_times:
+            raise UsageError(f"the {self.name} model forecasts in steps of dt = {self.dt_:g} only")
+        self._check_history(history, times.shape[0], future_inputs)
+        if not np.all(np.diff(np.concatenate([history.t[-1:], times])) > 0):
+            raise DataError("the forecast times must increase from the end of the history on")
+        return self._simulate_at(history, times, future_inputs)
+
+    def _simulate_at(
+        self, history: Trial, times: np.ndarray, future_inputs: np.ndarray | None
+    ) -> np.ndarray:
+        raise NotImplementedError
 
     def _check_history(
         self, history: Trial, steps: int, future_inputs: np.ndarray | None

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from dynid.models.latent.markov import Emission, row_sums
+from dynid.models.latent.markov import Emission
 
 # Covariance floor relative to the data's mean variance (see the module docstring).
 FLOOR = 1e-6
@@ -30,19 +30,28 @@ def covariance_floor(trials: list[np.ndarray]) -> float:
     return FLOOR * max(float(np.mean(np.var(pooled, axis=0))), np.finfo(float).tiny)
 
 
-def gaussian_log_density(residuals: np.ndarray, covs: np.ndarray) -> np.ndarray:
-    """log N(r; 0, Sigma_k) of residuals (K, steps, d) under covariances (K, d, d): (steps, K)."""
-    k, steps, d = residuals.shape
+def gaussian_log_density(design: np.ndarray, maps: np.ndarray, offsets: np.ndarray, covs: np.ndarray) -> np.ndarray:
+    """log N(r_tk; 0, Sigma_k) of the residuals r_tk = design_t maps_k - offsets_k, for design
+    (steps, q), maps (K, q, d), offsets (K, d) and covariances (K, d, d): (steps, K).
+
+    Each residual is whitened by the inverse L_k^-1 of its covariance's Cholesky factor, and
+    that map is folded into maps and offsets, so that every state's whitened residuals come
+    from one product design @ W (steps, K d) and their squared norms from one more, by a block
+    matrix of ones: no (K, steps, d) array of residuals, no loop over the states.
+    """
+    k, q, d = maps.shape
     factors = np.linalg.cholesky(covs)
-    # The small (d, d) inverses of the factors, then one matmul per state: scipy's triangular
-    # solve on (d, steps) costs milliseconds per call in LAPACK overhead, and this runs per EM step.
-    inverses = np.linalg.inv(factors)
-    squares = np.empty((k, steps))
-    for state in range(k):
-        whitened = residuals[state] @ inverses[state].T
-        squares[state] = row_sums(whitened * whitened)
+    inverses = np.linalg.inv(factors)  # (K, d, d) L_k^-1
+    weights = (maps @ inverses.transpose(0, 2, 1)).transpose(1, 0, 2).reshape(q, k * d)
+    shifts = np.einsum("kd,ked->ke", offsets, inverses).reshape(k * d)
+    whitened = design @ weights
+    whitened -= shifts
+    np.square(whitened, out=whitened)
+    squares = whitened @ np.kron(np.eye(k), np.ones((d, 1)))  # (steps, K) squared norms
     log_dets = 2.0 * np.log(np.diagonal(factors, axis1=1, axis2=2)).sum(axis=1)
-    return (-0.5 * (squares + (log_dets + d * np.log(2 * np.pi))[:, None])).T
+    squares += log_dets + d * np.log(2 * np.pi)
+    squares *= -0.5
+    return squares
 
 
 def weighted_covariance(residuals: np.ndarray, weights: np.ndarray, floor: float) -> np.ndarray:
@@ -66,7 +75,8 @@ class Gaussian(Emission):
         return self.means.shape[0]
 
     def log_density(self, x: np.ndarray) -> np.ndarray:
-        return gaussian_log_density(x[None, :, :] - self.means[:, None, :], self.covs)
+        k, d = self.means.shape
+        return gaussian_log_density(x, np.broadcast_to(np.eye(d), (k, d, d)), self.means, self.covs)
 
     @classmethod
     def from_posteriors(cls, trials: list[np.ndarray], posteriors: list[np.ndarray], floor: float) -> Gaussian:
@@ -106,8 +116,11 @@ class Autoregressive(Emission):
         return np.einsum("kij,tj->kti", self.dynamics, x) + self.offsets[:, None, :]
 
     def log_density(self, x: np.ndarray) -> np.ndarray:
-        out = np.zeros((x.shape[0], self.n_states))
-        out[1:] = gaussian_log_density(x[None, 1:, :] - self.step(x[:-1]), self.covs)
+        # r_tk = x_t - A_k x_{t-1} - b_k = [x_t, x_{t-1}] [I; -A_k^T] - b_k
+        k, d = self.offsets.shape
+        maps = np.concatenate([np.broadcast_to(np.eye(d), (k, d, d)), -self.dynamics.transpose(0, 2, 1)], axis=1)
+        out = np.zeros((x.shape[0], k))
+        out[1:] = gaussian_log_density(np.hstack([x[1:], x[:-1]]), maps, self.offsets, self.covs)
         return out
 
     @classmethod

@@ -28,7 +28,15 @@ from dynid.data.dataset import Dataset, Trial, uniform_step
 from dynid.errors import DataError, UsageError
 from dynid.linear.continuous import ContinuousStateSpace, from_discrete, principal_generator
 from dynid.linear.dynamics import sort_by_modulus
-from dynid.linear.kalman import Course, StateSpace, forecast, kalman_filter, rts_smoother, sample_path
+from dynid.linear.kalman import (
+    Course,
+    StateSpace,
+    forecast,
+    forecast_course,
+    kalman_filter,
+    rts_smoother,
+    sample_path,
+)
 from dynid.linear.subspace import subspace_start
 from dynid.models.base import (
     Backend,
@@ -90,7 +98,9 @@ class LDS(Backend):
         "missing, irregular times in continuous time, inputs"
     )
     Params = LDSParams
-    capabilities = Capabilities(uniform_steps=False, inputs=True, nan=True, stochastic=True)
+    capabilities = Capabilities(
+        uniform_steps=False, inputs=True, nan=True, stochastic=True, forecasts_at_times=True
+    )
     # The model is continuous-time whatever the sampling (ctlds).
     always_continuous: ClassVar[bool] = False
 
@@ -154,15 +164,19 @@ class LDS(Backend):
     # -- inference ---------------------------------------------------------------------------
     def _course(self, trial: Trial) -> Course:
         """The model laid out over ``trial`` (a discrete model needs its steps to be dt)."""
+        return self._course_at(trial.t, trial.u)
+
+    def _course_at(self, t: np.ndarray, u: np.ndarray | None) -> Course:
+        """The model laid out over samples at times t (T,) with inputs u (T, m) (None: none)."""
         if self.continuous:
-            return self.model_.course(trial.t, trial.u)
-        step = uniform_step(trial.t)
-        if trial.n_samples > 1 and (step is None or not math.isclose(step, self.dt_, rel_tol=STEP_RTOL)):
+            return self.model_.course(t, u)
+        step = uniform_step(t)
+        if t.shape[0] > 1 and (step is None or not math.isclose(step, self.dt_, rel_tol=STEP_RTOL)):
             raise DataError(
                 f"the {self.name} model was fitted on steps of dt = {self.dt_:g}, but these samples "
                 f"are not evenly spaced at dt; resample them with --resample {self.dt_:g}"
             )
-        return self.model_.course(trial.n_samples, trial.u)
+        return self.model_.course(t.shape[0], u)
 
     def _step_model(self) -> StateSpace:
         """The discrete model of one step of dt (the forecasts' step)."""
@@ -181,6 +195,15 @@ class LDS(Backend):
     ) -> np.ndarray:
         """The predicted mean of y after filtering ``history`` (NaN cells allowed)."""
         return self._predict(history, steps, future_inputs)[0]
+
+    def _simulate_at(
+        self, history: Trial, times: np.ndarray, future_inputs: np.ndarray | None
+    ) -> np.ndarray:
+        """The predicted mean of y at ``times`` after filtering ``history`` (NaN cells allowed)."""
+        filtered = kalman_filter(self._course(history), history.x)
+        inputs = None if not self.inputs_ else np.vstack([history.u[-1:], future_inputs])
+        ahead = self._course_at(np.concatenate([history.t[-1:], times]), inputs)
+        return forecast_course(ahead, filtered.means[-1], filtered.covs[-1])[0]
 
     def predictive(
         self, history: Trial, steps: int, future_inputs: np.ndarray | None, level: float
