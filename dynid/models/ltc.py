@@ -21,6 +21,7 @@ and then rolls forward at the model's median step dt (forecast times are spaced 
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -35,13 +36,12 @@ from dynid.training import (
     TRAINING_CURVE,
     TrainingConfig,
     TrainingSession,
-    TrainingStep,
     arrays_to_module,
     block_split,
     module_to_arrays,
-    tensors_to_arrays,
     train,
 )
+from dynid.training.minibatch import MinibatchAdam
 
 if TYPE_CHECKING:
     import torch
@@ -122,67 +122,13 @@ def _windows(trials: list[np.ndarray], length: int) -> np.ndarray:
     return np.stack(out) if out else np.empty((0, length, trials[0].shape[1]))
 
 
-class _Trainer:
-    """Adam on the window loss; state arrays: the network's weights and Adam's state (created
-    zero before the first step, so every checkpoint has the same names)."""
+def _window_loss(network: torch.nn.Module, forced: int, windows: torch.Tensor) -> torch.Tensor:
+    """Mean squared error of the predictions of samples 1.. of windows (B, n, 1 + d) of columns
+    [tau, z], the first ``forced`` steps reading the data."""
+    import torch
 
-    def __init__(self, network: torch.nn.Module, fit: torch.Tensor, validation: torch.Tensor | None,
-                 params: LTCParams, session: TrainingSession) -> None:
-        import torch
-
-        self.network, self.fit, self.validation = network, fit, validation
-        self.params, self.session = params, session
-        self.forced = params.window // 2
-        self.optimizer = torch.optim.Adam(network.parameters(), lr=params.lr)
-        self.parameters = list(network.parameters())
-        for p in self.parameters:
-            self.optimizer.state[p] = {"step": torch.tensor(0.0), "exp_avg": torch.zeros_like(p),
-                                       "exp_avg_sq": torch.zeros_like(p)}
-
-    def loss(self, windows: torch.Tensor) -> torch.Tensor:
-        import torch
-
-        predictions = self.network.run(windows[..., 1:], windows[..., 0], self.forced)
-        return torch.mean((predictions - windows[:, 1:, 1:]) ** 2)
-
-    def train_step(self, epoch: int) -> TrainingStep:
-        import torch
-
-        order = torch.randperm(self.fit.shape[0], generator=self.session.torch_generator)
-        total = 0.0
-        for batch in torch.split(order, self.params.batch):
-            self.optimizer.zero_grad()
-            loss = self.loss(self.fit[batch.to(self.fit.device)])
-            loss.backward()
-            self.optimizer.step()
-            total += float(loss.detach()) * len(batch)
-        return TrainingStep(total / self.fit.shape[0])
-
-    def validation_loss(self) -> float | None:
-        import torch
-
-        if self.validation is None:
-            return None
-        with torch.no_grad():
-            return float(self.loss(self.validation))
-
-    def state_arrays(self) -> dict[str, np.ndarray]:
-        arrays = module_to_arrays(self.network)
-        for k, p in enumerate(self.parameters):
-            state = self.optimizer.state[p]
-            arrays.update(tensors_to_arrays({f"adam.{k}.{key}": state[key]
-                                             for key in ("step", "exp_avg", "exp_avg_sq")}))
-        return arrays
-
-    def load_state_arrays(self, arrays: dict[str, np.ndarray]) -> None:
-        import torch
-
-        arrays_to_module(self.network, {k: v for k, v in arrays.items() if not k.startswith("adam.")})
-        for k, p in enumerate(self.parameters):
-            self.optimizer.state[p] = {
-                key: torch.from_numpy(arrays[f"adam.{k}.{key}"].copy()).to(
-                    "cpu" if key == "step" else p.device)
-                for key in ("step", "exp_avg", "exp_avg_sq")}
+    predictions = network.run(windows[..., 1:], windows[..., 0], forced)
+    return torch.mean((predictions - windows[:, 1:, 1:]) ** 2)
 
 
 class LTC(Backend):
@@ -224,9 +170,10 @@ class LTC(Backend):
         session = TrainingSession(self.training_options, seed=0 if seed is None else seed)
         with torch_threads(self.training_options.threads):
             network = _network(self.n_variables, params, session.seed).to(device)
-            trainer = _Trainer(network, put(fit_windows),
-                               put(validation_windows) if len(validation_windows) else None,
-                               params, session)
+            trainer = MinibatchAdam(network, functools.partial(_window_loss, network, params.window // 2),
+                                    put(fit_windows),
+                                    put(validation_windows) if len(validation_windows) else None,
+                                    lr=params.lr, batch=params.batch, session=session)
             result = train(trainer, TrainingConfig(max_epochs=params.epochs,
                                                    patience=params.patience, name="ltc",
                                                    stage="ltc"), session)
