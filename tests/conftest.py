@@ -193,3 +193,25 @@ def damped_rotation(n: int = 300, theta: float = 0.2, decay: float = 0.99) -> np
 def linear_csv(tmp_path):
     """A noise-free 2-D damped rotation (columns p, q) sampled at dt=0.1 (uniform), 300 samples."""
     return write_csv(tmp_path / "linear.csv", damped_rotation(), ["p", "q"], dt=0.1)
+
+
+class Interrupt(Exception):
+    """Raised by ``StopAt`` in place of a Ctrl-C."""
+
+
+class StopAt:
+    """A progress display that interrupts a fit when epoch ``epoch`` reports (as Ctrl-C would),
+    for the bit-identical ``--resume`` tests of the training backends."""
+
+    def __init__(self, epoch: int) -> None:
+        self.epoch = epoch
+
+    def update(self, report) -> None:  # type: ignore[no-untyped-def]
+        if report.epoch == self.epoch:
+            raise Interrupt
+
+    def notice(self, message: str) -> None:
+        pass
+
+    def close(self) -> None:
+        pass

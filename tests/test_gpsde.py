@@ -292,7 +292,7 @@ def test_the_report_draws_a_two_dimensional_drift_as_arrows():
 
 
 def test_an_interrupted_fit_resumes_bit_identically(tmp_path):
-    from test_ltc import Interrupt, StopAt
+    from conftest import Interrupt, StopAt
 
     from dynid.models.sde.gpsde import GPSDE, GPSDEParams
     from dynid.training import TrainingOptions

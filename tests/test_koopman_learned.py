@@ -22,6 +22,8 @@ from dynid.modelfile import describe_fit, load_model, save_model
 from dynid.models.operator.koopman import Koopman, KoopmanParams
 from dynid.training import TrainingOptions
 
+from conftest import Interrupt, StopAt
+
 A = 0.8
 
 
@@ -137,27 +139,6 @@ def test_learned_bases_round_trip_through_a_model_file(basis, tmp_path):
     assert arrays["modes"].shape == (2, r) and arrays["timescales"].shape == (r,)
     np.testing.assert_allclose(arrays["continuous_eigenvalues"],
                                np.log(arrays["eigenvalues"]) / DT)
-
-
-class Interrupt(Exception):
-    pass
-
-
-class StopAt:
-    """A progress display that interrupts the fit when epoch ``epoch`` reports."""
-
-    def __init__(self, epoch: int) -> None:
-        self.epoch = epoch
-
-    def update(self, report) -> None:  # type: ignore[no-untyped-def]
-        if report.epoch == self.epoch:
-            raise Interrupt
-
-    def notice(self, message: str) -> None:
-        pass
-
-    def close(self) -> None:
-        pass
 
 
 @pytest.mark.parametrize("basis", sorted(TINY_BASES))

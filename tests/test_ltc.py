@@ -15,6 +15,8 @@ from dynid.data.dataset import Dataset, Trial
 from dynid.models.ltc import LTC, LTCParams
 from dynid.training import TrainingOptions
 
+from conftest import Interrupt, StopAt
+
 # x' = A x: period pi, decay time 20; samples 0.1 apart on median, each gap jittered by +-50 %.
 A = np.array([[-0.05, 2.0], [-2.0, -0.05]])
 X0 = np.array([2.0, 0.0])
@@ -45,27 +47,6 @@ def test_forecasts_an_irregularly_sampled_damped_oscillator_for_a_period():
     # Measured 0.024 at these settings; a model that only holds the last value scores ~0.5.
     assert np.sqrt(np.mean((forecast - truth) ** 2)) / x.std() < 0.1
     assert model.metrics_["training_curve"]["epoch"][-1] == model.metrics_["epochs"]
-
-
-class Interrupt(Exception):
-    pass
-
-
-class StopAt:
-    """A progress display that interrupts the fit after epoch ``epoch`` (as Ctrl-C would)."""
-
-    def __init__(self, epoch: int) -> None:
-        self.epoch = epoch
-
-    def update(self, report) -> None:  # type: ignore[no-untyped-def]
-        if report.epoch == self.epoch:
-            raise Interrupt
-
-    def notice(self, message: str) -> None:
-        pass
-
-    def close(self) -> None:
-        pass
 
 
 def test_an_interrupted_fit_resumes_bit_identically(tmp_path):
