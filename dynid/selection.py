@@ -61,9 +61,10 @@ def applicable(backend: type[Backend], data: Dataset) -> str | None:
     """Why ``backend`` cannot fit ``data`` (None when it can), or why auto does not try it."""
     caps = backend.capabilities
     if caps.training:
-        # A network trained to its default length takes minutes per fit; auto compares the
-        # backends fitted in closed form or by EM, and a network is asked for by name.
-        return "trains a network (minutes at its defaults); ask for it with --model"
+        # Iterative training (a network, or gpsde's variational EM) takes minutes per fit at its
+        # defaults; auto compares the backends fitted in closed form or by EM, and these are
+        # asked for by name.
+        return "trains iteratively (minutes at its defaults); ask for it with --model"
     if data.inputs and not caps.inputs:
         return "does not take inputs"
     if caps.conditions and not data.inputs:
