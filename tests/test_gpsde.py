@@ -226,9 +226,9 @@ def test_samples_are_seeded_and_intervals_are_not_samples():
     assert np.all(band.lower < band.x) and np.all(band.x < band.upper)
     with pytest.raises(UsageError, match="--sample"):
         api.forecast(model, data, 30, interval=0.9, sample=True)
-    with pytest.raises(UsageError, match="--sample: the lds model draws no sample paths"):
-        lds = api.fit(data, "lds", ["latent=1", "max_iter=2"]).model
-        api.forecast(lds, data, 5, sample=True)
+    with pytest.raises(UsageError, match="--sample: the var model draws no sample paths"):
+        var = api.fit(data, "var", ["order=1"]).model
+        api.forecast(var, data, 5, sample=True)
 
 
 def test_interval_coverage_of_one_step_forecasts():
