@@ -78,6 +78,8 @@ def _network(d: int, params: LTCParams, seed: int = 0) -> torch.nn.Module:
     from a generator seeded with ``seed`` (torch's global one is left as it was)."""
     import torch
 
+    from dynid.training.networks import seeded
+
     class CfC(torch.nn.Module):
         def __init__(self) -> None:
             super().__init__()
@@ -108,9 +110,7 @@ def _network(d: int, params: LTCParams, seed: int = 0) -> torch.nn.Module:
                 out.append(current)
             return torch.stack(out, dim=1)
 
-    with torch.random.fork_rng(devices=[]):
-        torch.manual_seed(seed)
-        return CfC()
+    return seeded(CfC, seed)
 
 
 def _windows(trials: list[np.ndarray], length: int) -> np.ndarray:

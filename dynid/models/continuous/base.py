@@ -129,6 +129,7 @@ class ContinuousBackend(Backend):
         import torch
 
         from dynid.runtime import torch_threads
+        from dynid.training.networks import seeded
 
         params: ContinuousParams = self.params  # type: ignore[assignment]
         options = self.training_options
@@ -149,11 +150,8 @@ class ContinuousBackend(Backend):
             stages.append((refine, params.segment, params.lr * REFINE_LR,
                            params.refine_epochs, f"{self.name}-refine", "fine-tuning"))
         with torch_threads(options.threads):
-            # The initial weights come from the seed (not from torch's global generator,
-            # which the first fit of a session seeds before torch is imported).
-            with torch.random.fork_rng(devices=[]):
-                torch.manual_seed(0 if seed is None else seed)
-                network = self._network(data.n_variables, data.n_inputs).to(device)
+            network = seeded(lambda: self._network(data.n_variables, data.n_inputs),
+                             0 if seed is None else seed).to(device)
             session = TrainingSession(options, 0 if seed is None else seed)
             trainers: list[ShootingTrainer] = []
             results = []

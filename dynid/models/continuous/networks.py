@@ -15,20 +15,16 @@ from torch import nn
 from torch.nn.functional import softplus
 
 from dynid.models.continuous.integrate import rk4_step
+from dynid.training.networks import tanh_mlp
 
 
 def _mlp(inputs: int, width: int, depth: int, outputs: int) -> nn.Sequential:
     """tanh MLP; the last layer starts small so training starts from a near-zero field."""
-    layers: list[nn.Module] = []
-    size = inputs
-    for _ in range(depth):
-        layers += [nn.Linear(size, width), nn.Tanh()]
-        size = width
-    last = nn.Linear(size, outputs)
+    network = tanh_mlp(inputs, width, depth, outputs)
     with torch.no_grad():
-        last.weight.mul_(0.1)
-        last.bias.zero_()
-    return nn.Sequential(*layers, last)
+        network[-1].weight.mul_(0.1)
+        network[-1].bias.zero_()
+    return network
 
 
 def _with_inputs(x: torch.Tensor, u: torch.Tensor | None) -> torch.Tensor:

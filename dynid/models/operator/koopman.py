@@ -252,10 +252,11 @@ class Koopman(Backend):
         trial's held-out end; returns it (best weights) and the loop's result."""
         import torch
 
-        from dynid.models.operator.networks import seeded, windows
+        from dynid.models.operator.networks import windows
         from dynid.runtime import torch_threads
         from dynid.training import TrainingConfig, TrainingSession, train
         from dynid.training.minibatch import MinibatchAdam
+        from dynid.training.networks import seeded
 
         params: KoopmanParams = self.params  # type: ignore[assignment]
         trials = [self._standardise(trial.x) for trial in data.trials]

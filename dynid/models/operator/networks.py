@@ -1,5 +1,5 @@
-"""What the learned Koopman bases (``singular_functions``, ``autoencoder``) share: small tanh
-MLPs, seeded construction and the windows they train on (by ``dynid.training.minibatch``'s
+"""What the learned Koopman bases (``singular_functions``, ``autoencoder``) share: float64 tanh
+MLPs and the windows they train on (by ``dynid.training.minibatch``'s
 ``MinibatchAdam`` through the shared training loop).
 
 Imported only when a learned basis is fitted or loaded (it imports torch at module level), so
@@ -9,30 +9,15 @@ precision, and the networks are small.
 
 from __future__ import annotations
 
-from collections.abc import Callable
-
 import numpy as np
-import torch
 from torch import nn
+
+from dynid.training.networks import tanh_mlp
 
 
 def mlp(inputs: int, width: int, depth: int, outputs: int) -> nn.Sequential:
     """A float64 tanh MLP inputs -> ``depth`` hidden layers of ``width`` -> outputs (linear)."""
-    layers: list[nn.Module] = []
-    size = inputs
-    for _ in range(depth):
-        layers += [nn.Linear(size, width), nn.Tanh()]
-        size = width
-    layers.append(nn.Linear(size, outputs))
-    return nn.Sequential(*layers).double()
-
-
-def seeded(build: Callable[[], nn.Module], seed: int) -> nn.Module:
-    """``build()`` with torch's default initialisation drawn from ``seed`` (torch's global
-    generator is left as it was)."""
-    with torch.random.fork_rng(devices=[]):
-        torch.manual_seed(seed)
-        return build()
+    return tanh_mlp(inputs, width, depth, outputs).double()
 
 
 def windows(trials: list[np.ndarray], horizon: int) -> np.ndarray:
