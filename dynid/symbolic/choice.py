@@ -21,7 +21,7 @@ import multiprocessing
 import os
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
-from math import comb, log
+from math import log
 
 import numpy as np
 
@@ -36,7 +36,7 @@ from dynid.symbolic.options import SymbolicParams
 from dynid.symbolic.profile import FamilyProfile
 from dynid.symbolic.refine import refine_constants
 from dynid.symbolic.rows import RegressionRows
-from dynid.symbolic.selection import Selection, select_folds
+from dynid.symbolic.selection import Selection, model_space_penalty, select_folds
 from dynid.symbolic.solvers import lstsq_on_support
 
 # Rounds of select -> refine constants -> select again for libraries with constants.
@@ -222,19 +222,15 @@ def _profiled(candidate: EvaluatedLibrary, y: np.ndarray, rows: RegressionRows) 
 
 
 def library_criterion(choice: EquationChoice) -> float:
-    """The held-out criterion plus the ``model_space_penalty`` of the choice."""
-    return float(choice.selection.best.criterion) + model_space_penalty(choice)
+    """The held-out criterion plus the ``choice_penalty`` of the choice."""
+    return float(choice.selection.best.criterion) + choice_penalty(choice)
 
 
-def model_space_penalty(choice: EquationChoice) -> float:
-    """2 ln C(p, k): choosing k terms out of a library of p is a search over C(p, k) models,
-    and the best of many candidates fits noise by chance (the look-elsewhere effect; Foster &
-    George's risk inflation, the extended-BIC model-space term of Chen & Chen 2008). Without
-    it a richer library (trig terms approximating a polynomial, say) wins on held-out rows by
-    a margin its size does not justify."""
-    p = int(choice.columns.size)
-    k = int(choice.support.sum())
-    return 2.0 * log(comb(p, k)) + choice.search_penalty
+def choice_penalty(choice: EquationChoice) -> float:
+    """``selection.model_space_penalty`` of the choice's support in its library (without it
+    a richer library wins on held-out rows by a margin its size does not justify), plus the
+    choice's own ``search_penalty``."""
+    return model_space_penalty(int(choice.columns.size), int(choice.support.sum())) + choice.search_penalty
 
 
 def _extended(

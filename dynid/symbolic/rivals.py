@@ -15,7 +15,7 @@ with n the compared residuals, cost the noise-standardised misfit (``ShootingFit
 fitted parameters (coefficients, constants and segment states), i.e. BIC (Schwarz 1978) with
 the noise level estimated (so a misestimated noise level, or the precision floor of clean data,
 cancels between contenders), plus the contender's model-space penalty within its own library
-(``choice.model_space_penalty``), as in the equation-error comparison. The winner on held-out
+(``choice.choice_penalty``), as in the equation-error comparison. The winner on held-out
 equation errors stands unless the trajectories give strong evidence against it: a difference of
 6 on this (2 ln Bayes factor) scale is Kass & Raftery's (1995) "strong". Replacing it at any
 difference would let noise decide between terms that are equal on the data (x1 against x0^2
@@ -32,7 +32,7 @@ from math import log
 import numpy as np
 
 from dynid.data.dataset import Dataset, Trial
-from dynid.symbolic.choice import EquationChoice, model_space_penalty, refit, selected_terms
+from dynid.symbolic.choice import EquationChoice, choice_penalty, refit, selected_terms
 from dynid.symbolic.options import SymbolicParams
 from dynid.symbolic.rows import RegressionRows
 from dynid.symbolic.shooting import ShootingFit
@@ -62,7 +62,7 @@ def settle_rivals(
     ``fit``: the shooting fit of ``chosen`` (with ``refits``); returns (chosen, refits, fit) of
     the contenders kept."""
     for i, choice in enumerate(chosen):
-        best = trajectory_criterion(fit) + model_space_penalty(choice) - STRONG_EVIDENCE
+        best = trajectory_criterion(fit) + choice_penalty(choice) - STRONG_EVIDENCE
         for rival in choice.rivals:
             contender = [*refits[:i], refit(i, rival, rows, params), *refits[i + 1:]]
             trying = [*chosen[:i], rival, *chosen[i + 1:]]
@@ -70,7 +70,7 @@ def settle_rivals(
             rival_fit = shoot(selected, start, trials, noise, rows)
             if rival_fit is None:
                 continue
-            value = trajectory_criterion(rival_fit) + model_space_penalty(rival)
+            value = trajectory_criterion(rival_fit) + choice_penalty(rival)
             if value < best:  # the next rival must beat this one outright
                 best, chosen, refits, fit = value, trying, contender, rival_fit
     return chosen, refits, fit

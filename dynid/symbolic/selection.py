@@ -29,6 +29,7 @@ recorded in benchmarks/README.md, "Symbolic design experiments").
 from __future__ import annotations
 
 import hashlib
+from math import comb, log
 from dataclasses import dataclass, replace
 from typing import Literal
 
@@ -54,6 +55,18 @@ Criterion = Literal["aicc", "bic"]
 # proportional to the model's size rather than the library's.
 PATIENCE = 3
 _ROUND_OFF = 1e-10
+
+
+def model_space_penalty(p: int, k: int) -> float:
+    """2 ln C(p, k), added to the criterion of the best k of p terms: choosing k terms out of
+    a library of p is a search over C(p, k) supports, and the best of many fits noise by
+    chance (risk inflation, Foster & George 1994; the extended-BIC model-space term of Chen &
+    Chen 2008). Without it a richer ODE library (trig terms approximating a polynomial, say)
+    wins on held-out rows by a margin its size does not justify, and the PDE path's bootstrap
+    bags, whose out-of-bag rows are many, kept a spurious higher-derivative term in 35-50% of
+    the bags at 1% noise (Burgers, KdV; at most 20% with it)."""
+    return 2.0 * log(comb(p, k))
+
 
 
 @dataclass(frozen=True, eq=False)

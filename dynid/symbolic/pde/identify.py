@@ -18,7 +18,6 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from math import comb, log
 from typing import Any
 
 import numpy as np
@@ -33,7 +32,7 @@ from dynid.symbolic.identify import EquationResult
 from dynid.symbolic.pde.library import PdeTerm, build_library, evaluate
 from dynid.symbolic.pde.options import PdeParams
 from dynid.symbolic.pde.weak_form import AxisKernels, axis_kernels, default_half_widths, integrate, noise_correlation_time
-from dynid.symbolic.selection import Candidate, Selection, select, select_folds
+from dynid.symbolic.selection import Candidate, Selection, model_space_penalty, select, select_folds
 from dynid.symbolic.solvers import lstsq_on_support
 
 # Degree p of the bump (1 - s^2)^p. Its k-th derivative vanishes to order p - k at the box
@@ -146,17 +145,6 @@ def _degree(params: PdeParams) -> int:
     """The bump's degree: ``DEGREE``, or more when derivatives of higher order need it
     (by-parts needs D^k phi to vanish at the edges for every k below the highest order)."""
     return max(DEGREE, params.max_order + 2)
-
-
-def model_space_penalty(p: int, k: int) -> float:
-    """2 ln C(p, k), added to the criterion of the best k of p terms: the best of C(p, k)
-    supports fits noise by chance (risk inflation, Foster & George 1994; the extended BIC of
-    Chen & Chen 2008). Without it the bootstrap bags, whose out-of-bag rows are many, kept a
-    spurious higher-derivative term in 35-50% of the bags at 1% noise (Burgers, KdV, one noise
-    seed, 20 bags); with it, over nine noise seeds and ten bags, at most 20% (Burgers) and none
-    (KdV, Kuramoto-Sivashinsky). The ODE path adds the same across libraries
-    (``choice._library_criterion``)."""
-    return 2.0 * log(comb(p, k))
 
 
 def penalised_best(selection: Selection) -> Candidate:
