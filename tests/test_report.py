@@ -325,6 +325,8 @@ def test_fmt_and_flatten():
     assert fmt(0.123456789) == "0.12346" and fmt(3) == "3" and fmt(True) == "true"
     assert fmt(None) == "\u2014" and fmt(float("nan")) == "NaN"
     assert fmt({"real": 1.0, "imag": -2.0}) == "1 - 2i"
+    # an R^2 of 0.9999997 is not a perfect fit, and must not read as one
+    assert fmt(0.9999997) == "1 - 3e-07" and fmt(-1.0000002) == "-1 - 2e-07" and fmt(1.0) == "1"
     assert fmt(list(range(20))) == "[0, 1, 2, \u2026, 18, 19] (20 values)"
     assert flatten({"a": {"b": 1, "c": [1, 2]}, "z": {"real": 0, "imag": 1}}) == [
         ("a.b", 1), ("a.c", [1, 2]), ("z", {"real": 0, "imag": 1})]

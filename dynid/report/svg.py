@@ -38,7 +38,8 @@ def esc(value: object) -> str:
 def fmt(value: Any, digits: int = 5) -> str:
     """The one formatter of values for display (plain text, not yet escaped).
 
-    Floats get ``digits`` significant digits; None is an em dash; ``{"real", "imag"}`` dicts (how
+    Floats get ``digits`` significant digits, except that a value which would round to 1 or
+    -1 without being it shows its gap ("1 - 3e-07"); None is an em dash; ``{"real", "imag"}`` dicts (how
     complex numbers appear in dynid's JSON) and complex numbers read ``a + bi``; lists and arrays
     are shown compactly (long ones elided in the middle, with their length).
     """
@@ -54,7 +55,12 @@ def fmt(value: Any, digits: int = 5) -> str:
             return "NaN"
         if math.isinf(number):
             return "inf" if number > 0 else "-inf"
-        return f"{number:.{digits}g}"
+        text = f"{number:.{digits}g}"
+        if text in ("1", "-1") and number != float(text):
+            # R^2, correlations and probabilities near 1: "1" would claim a perfect fit.
+            gap = number - float(text)
+            return f"{text} {'-' if gap < 0 else '+'} {abs(gap):.2g}"
+        return text
     if isinstance(value, (complex, np.complexfloating)):
         sign = "-" if value.imag < 0 else "+"
         return f"{fmt(value.real, digits)} {sign} {fmt(abs(value.imag), digits)}i"

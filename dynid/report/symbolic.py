@@ -68,12 +68,13 @@ def lhs_mathml(symbol: str, discrete: bool) -> str:
 
 def equation_mathml(equation: dict[str, Any], symbols: dict[str, str], discrete: bool) -> str:
     """One equation of the document as a block ``<math>``: its left side, then each term's
-    coefficient (``fmt`` digits) times the term, signs pulled out."""
+    coefficient (``_DIGITS`` significant digits) times the term, signs pulled out."""
     rhs = []
     for k, term in enumerate(equation.get("terms", [])):
         c = float(term["coefficient"])
         sign = "<mo>\u2212</mo>" if c < 0 else ("<mo>+</mo>" if k else "")
-        magnitude = f"<mn>{esc(fmt(abs(c), _DIGITS))}</mn>"
+        # A coefficient reads rounded ("1", not fmt's "1 - 3e-07", which is for scores).
+        magnitude = f"<mn>{abs(c):.{_DIGITS}g}</mn>"
         expression = _parsed(str(term["term"]), symbols)
         if expression is None:
             factor = f"<mtext>{esc(term['term'])}</mtext>"
