@@ -91,15 +91,18 @@ def test_missing_targets_are_skipped_in_every_error_and_in_vpt(cli, files):
 
 
 def test_a_model_that_takes_missing_values_scores_the_gaps_as_they_are(cli, files):
-    """No --nan: lds reads the gappy file whole (other models: NaN-free segments)."""
+    """No --nan: lds reads the gappy file whole (other models: NaN-free segments), and its free
+    run is compared with the observed samples."""
     folder, _ = files
     model = folder / "lds.dynid"
     fitted = cli("fit", folder / "train.csv", "--model", "lds", "-p", "latent=2", "-p", "max_iter=3", "-o", model, "-q")
     assert fitted.returncode == 0, fitted.stderr
-    result = cli("score", model, folder / "gappy.csv", "--horizon", HORIZON, "--starts", STARTS, "--free-run", "0", "--json")
+    result = cli("score", model, folder / "gappy.csv", "--horizon", HORIZON, "--starts", STARTS, "--free-run", "500", "--json")
     assert result.returncode == 0, result.stderr
     found = json.loads(result.stdout)
     assert found["missing_targets"] == len(MISSING) and found["rmse"] is not None
+    # The free run's references: the complete rows, and the longest gap-free stretch (rows 0-22).
+    assert found["d_stsp"] is not None and 0 <= found["d_h"] <= 1
 
 
 def test_a_diverged_prediction_is_invalid_where_the_target_is_missing():
