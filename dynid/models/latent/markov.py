@@ -124,12 +124,14 @@ def forward_backward(model: Chain, log_b: np.ndarray) -> Posterior:
 
 @functools.cache
 def _forward_backward_implementation() -> Callable[[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray], float]:
-    """numba's compiled forward-backward, or the LAPACK-banded one where numba is missing.
+    """numba's compiled forward-backward, or the LAPACK-banded one where numba is missing (or
+    cannot cache its code).
     numba is imported here, at the first forward-backward, not with this module: importing it
     costs about half a second that ``dynid --help`` and models without a chain need not pay."""
     try:
         from dynid.models.latent import forward_backward_numba
-    except ImportError:
+    # RuntimeError: numba finds no writable place for its cache ("no locator available").
+    except (ImportError, RuntimeError):
         return forward_backward_lapack.forward_backward
     return forward_backward_numba.forward_backward
 
