@@ -269,7 +269,7 @@ def score(
     if not at_times:
         check_step(model, data)  # rollouts are compared with the data sample by sample
     need = model.history_length
-    candidates = [(k, int(s)) for k, trial in enumerate(data.trials) for s in _rollout_starts(model, trial, horizon)]
+    candidates = [(k, first, s) for k, trial in enumerate(data.trials) for first, s in _rollout_starts(model, trial, horizon)]
     if not candidates:
         gaps = (f", of which the first {need} (the model's history) have no missing value"
                 if np.isnan(data.stacked()[0]).any() else "")
@@ -282,12 +282,12 @@ def score(
     scale = np.where(scale > 0, scale, 1.0)
     predicted, observed, leads, divergences = [], [], [], []
     for index in picks.astype(int):
-        k, s = candidates[index]
+        k, first, s = candidates[index]
         trial = data.trials[k]
         future = None if trial.u is None else trial.u[s : s + horizon]
         # Forecast at the data's own times where the model can, else by steps of dt_.
         times = trial.t[s : s + horizon] if at_times else None
-        states, diverged_at = rollout(model, trial.slice(0, s), horizon, future, times=times)
+        states, diverged_at = rollout(model, trial.slice(first, s), horizon, future, times=times)
         predicted.append(states)
         observed.append(trial.x[s : s + horizon])
         leads.append(model.dt_ * np.arange(1, horizon + 1) if times is None else times - trial.t[s - 1])
@@ -298,7 +298,8 @@ def score(
     # finite error: its summaries are null (JSON), never a number (``metrics.forecast``).
     per_step = masked_rms(pred, true, axis=(0, 2))
     steps, still_valid = valid_steps(pred, true, scale, threshold=vpt_threshold)
-    # VPT: the lead time of the last valid step (0 for a rollout with no target observed).
+    # VPT: the lead time of the first invalid step, or of the last judged one of a rollout
+    # still valid (0 for a rollout with no target observed).
     leads_at = np.stack(leads)
     vpt = np.where(steps > 0, np.take_along_axis(leads_at, np.maximum(steps, 1)[:, None] - 1, axis=1)[:, 0], 0.0)
     # A rollout still valid where its targets end only says VPT >= its lead there: the mean is censored.
@@ -335,19 +336,26 @@ def score(
     return result
 
 
-def _rollout_starts(model: Backend, trial: Trial, horizon: int) -> np.ndarray:
-    """The s from which ``model`` can roll out ``horizon`` steps of ``trial`` past its first s
-    samples: s >= history_length, the last history_length samples before s complete (any, for
-    models that take missing values), inputs complete over them and the rollout."""
+def _rollout_starts(model: Backend, trial: Trial, horizon: int) -> list[tuple[int, int]]:
+    """(first, s) for every s from which ``model`` can roll out ``horizon`` steps of ``trial``
+    from the history ``trial[first:s]``: s >= history_length, no row of the history the model
+    cannot take (a missing state value, unless it takes missing values; a missing input), at
+    least history_length of them, and inputs complete over the rollout. ``first``: the row after
+    the last such row before s (0 if none), so a model sees only its gap-free past."""
     need, n = model.history_length, trial.n_samples
+    unusable = np.zeros(n, dtype=bool) if model.capabilities.nan else np.isnan(trial.x).any(axis=1)
     starts = np.arange(need, n - horizon + 1)
-    gaps = (np.zeros(n, dtype=bool) if model.capabilities.nan else np.isnan(trial.x).any(axis=1))
-    before = np.concatenate([[0], np.cumsum(gaps)])  # gappy rows before each index
-    usable = before[starts] == before[starts - need]
+    usable = np.ones(starts.shape, dtype=bool)
     if trial.u is not None and model.inputs_:
-        before_u = np.concatenate([[0], np.cumsum(np.isnan(trial.u).any(axis=1))])
-        usable &= before_u[starts + horizon] == before_u[starts - need]
-    return starts[usable]
+        missing_input = np.isnan(trial.u).any(axis=1)
+        unusable |= missing_input
+        before_u = np.concatenate([[0], np.cumsum(missing_input)])
+        usable &= before_u[starts + horizon] == before_u[starts]
+    before = np.concatenate([[0], np.cumsum(unusable)])  # unusable rows before each index
+    usable &= before[starts] == before[starts - need]
+    bad_rows = np.flatnonzero(unusable)
+    firsts = np.concatenate([[0], bad_rows + 1])[np.searchsorted(bad_rows, starts)]
+    return [(int(first), int(s)) for first, s in zip(firsts[usable], starts[usable])]
 
 
 def free_run_scores(model: Backend, data: Dataset, steps: int | None = None) -> dict[str, Any]:

@@ -12,6 +12,8 @@ import json
 import numpy as np
 import pytest
 
+from dynid import api
+from dynid.data.dataset import Dataset
 from dynid.metrics.forecast import masked_rms, valid_steps
 
 from conftest import write_csv
@@ -123,3 +125,16 @@ def test_a_non_finite_prediction_at_an_observed_target_is_never_skipped():
     assert masked_rms(np.array([[1.0, 5.0], [2.0, 4.0]]), true) == pytest.approx(np.sqrt(1 / 3))
     assert np.isnan(masked_rms(np.array([[np.nan, 0.0], [2.0, 3.0]]), true))
     assert masked_rms(np.array([[1.0, np.nan], [2.0, 3.0]]), true) == 0.0
+
+
+def test_a_model_that_refuses_missing_values_forecasts_from_its_gap_free_past():
+    """hmm filters its whole history, so a rollout after a gap reads only the rows since it."""
+    rng = np.random.default_rng(0)
+    x = rotation(200) + 0.05 * rng.normal(size=(200, 2))
+    model = api.fit(Dataset.from_arrays(x, dt=DT, variables=["a", "b"]), "hmm",
+                    {"states": "2", "restarts": 0, "max_iter": 5}, seed=0, device="cpu").model
+    gappy = x.copy()
+    gappy[[30, 95], 1] = np.nan
+    found = api.score(model, Dataset.from_arrays(gappy, dt=DT, variables=["a", "b"]), horizon=HORIZON, starts=20,
+                      free_run=0)
+    assert found["rmse"] is not None and found["missing_targets"] > 0
