@@ -17,9 +17,10 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from dynid.data.dataset import Dataset, Trial
+from dynid.data.load import _runs
 from dynid.documents import CAUSAL, INFO, SCORE, SYMBOLIC, tagged
 from dynid.errors import DataError, Diverged, ResourceUnavailable, UsageError
-from dynid.metrics import valid_prediction_time
+from dynid.metrics.forecast import masked_rms, valid_steps
 from dynid.models import registry
 from dynid.models.base import Backend, Hyperparameters, LatentStates, check_labels
 from dynid.runtime import resolve_device, seed_everything
@@ -243,13 +244,16 @@ def score(
     estimate_lyapunov: bool = False,
     lyapunov_steps: int = LYAPUNOV_STEPS,
 ) -> dict[str, Any]:
-    """Multi-step rollouts from ``starts`` start points spread evenly over ``data``, and the
+    """Multi-step rollouts from ``starts`` start points spread evenly over ``data`` (over those
+    whose history the model can use: complete, unless it takes missing values), and the
     geometry of one long free run. Models with ``capabilities.forecasts_at_times`` forecast at
     the data's own times (so irregular samples are scored too), others by steps of their dt
     (DataError unless ``data`` are sampled at it).
 
     Returns the ``dynid score --json`` document (kind ``score``): rmse and nrmse over all
-    rollouts and steps (nrmse divides each variable by its standard deviation in ``data``),
+    rollouts and steps (nrmse divides each variable by its standard deviation in ``data``);
+    missing targets (NaN in ``data``) are skipped, not errors, counted in ``missing_targets``,
+    and VPT judges only the steps with an observed target (``metrics.forecast.valid_steps``);
     per-variable values, RMSE per horizon step, and the mean valid prediction time (time units;
     in Lyapunov times too with ``lyapunov``, the largest Lyapunov exponent in 1/time units, or
     with the model's own estimate). free_run: the length in samples of the free run from the
@@ -265,56 +269,56 @@ def score(
     if not at_times:
         check_step(model, data)  # rollouts are compared with the data sample by sample
     need = model.history_length
-    candidates = [
-        (k, s)
-        for k, trial in enumerate(data.trials)
-        for s in range(need, trial.n_samples - horizon + 1)
-    ]
+    candidates = [(k, first, s) for k, trial in enumerate(data.trials) for first, s in _rollout_starts(model, trial, horizon)]
     if not candidates:
+        gaps = (f", of which the first {need} (the model's history) have no missing value"
+                if np.isnan(data.stacked()[0]).any() else "")
         raise DataError(
-            f"{data.source}: no trial has {need + horizon} samples for a rollout of "
+            f"{data.source}: no trial has {need + horizon} samples{gaps} for a rollout of "
             f"--horizon {horizon}"
         )
     picks = np.unique(np.linspace(0, len(candidates) - 1, min(starts, len(candidates))).round())
-    scale = np.std(data.stacked()[0], axis=0)
+    scale = np.nanstd(data.stacked()[0], axis=0)
     scale = np.where(scale > 0, scale, 1.0)
     predicted, observed, leads, divergences = [], [], [], []
     for index in picks.astype(int):
-        k, s = candidates[index]
+        k, first, s = candidates[index]
         trial = data.trials[k]
         future = None if trial.u is None else trial.u[s : s + horizon]
         # Forecast at the data's own times where the model can, else by steps of dt_.
         times = trial.t[s : s + horizon] if at_times else None
-        states, diverged_at = rollout(model, trial.slice(0, s), horizon, future, times=times)
+        states, diverged_at = rollout(model, trial.slice(first, s), horizon, future, times=times)
         predicted.append(states)
         observed.append(trial.x[s : s + horizon])
         leads.append(model.dt_ * np.arange(1, horizon + 1) if times is None else times - trial.t[s - 1])
         if diverged_at is not None:
             divergences.append(diverged_at)
     pred, true = np.stack(predicted), np.stack(observed)
-    errors = pred - true
-    # A diverged rollout has no finite error: its summaries are null (JSON), never a number.
-    per_step = np.sqrt(np.mean(errors**2, axis=(0, 2)))
-    # VPT: the lead time of the first invalid step (in steps of 1, then looked up in time).
-    valid_steps = valid_prediction_time(pred, true, scale, 1.0, threshold=vpt_threshold, per_rollout=True)
-    valid_steps = valid_steps.astype(int)
-    vpt = np.take_along_axis(np.stack(leads), valid_steps[:, None] - 1, axis=1)[:, 0]
-    # A rollout still valid at the horizon only says VPT >= its lead there: the mean is censored.
-    censored = int(np.sum(valid_steps >= horizon))
+    # Missing targets (NaN in ``data``) are skipped, not errors; a diverged rollout has no
+    # finite error: its summaries are null (JSON), never a number (``metrics.forecast``).
+    per_step = masked_rms(pred, true, axis=(0, 2))
+    steps, still_valid = valid_steps(pred, true, scale, threshold=vpt_threshold)
+    # VPT: the lead time of the first invalid step, or of the last judged one of a rollout
+    # still valid (0 for a rollout with no target observed).
+    leads_at = np.stack(leads)
+    vpt = np.where(steps > 0, np.take_along_axis(leads_at, np.maximum(steps, 1)[:, None] - 1, axis=1)[:, 0], 0.0)
+    # A rollout still valid where its targets end only says VPT >= its lead there: the mean is censored.
+    censored = int(np.sum(still_valid))
     result: dict[str, Any] = {
         "kind": SCORE,
         "horizon": horizon,
         "starts": len(picks),
-        "rmse": _finite_or_none(np.sqrt(np.mean(errors**2))),
-        "nrmse": _finite_or_none(np.sqrt(np.mean((errors / scale) ** 2))),
+        "rmse": _finite_or_none(masked_rms(pred, true)),
+        "nrmse": _finite_or_none(masked_rms(pred, true, scale=scale)),
         "valid_prediction_time": float(np.mean(vpt)),
         "valid_prediction_time_censored": censored > 0,
         "censored_rollouts": censored,
         "diverged_rollouts": len(divergences),
         "first_divergence_step": min(divergences) if divergences else None,
+        "missing_targets": int(np.sum(np.isnan(true))),
         "rmse_per_variable": {
             name: _finite_or_none(value)
-            for name, value in zip(model.variables_, np.sqrt(np.mean(errors**2, axis=(0, 1))))
+            for name, value in zip(model.variables_, masked_rms(pred, true, axis=(0, 1)))
         },
         "rmse_per_step": [_finite_or_none(value) for value in per_step],
         "vpt_threshold": vpt_threshold,
@@ -332,16 +336,41 @@ def score(
     return result
 
 
+def _rollout_starts(model: Backend, trial: Trial, horizon: int) -> list[tuple[int, int]]:
+    """(first, s) for every s from which ``model`` can roll out ``horizon`` steps of ``trial``
+    from the history ``trial[first:s]``: s >= history_length, no row of the history the model
+    cannot take (a missing state value, unless it takes missing values; a missing input), at
+    least history_length of them, and inputs complete over the rollout. ``first``: the row after
+    the last such row before s (0 if none), so a model sees only its gap-free past."""
+    need, n = model.history_length, trial.n_samples
+    unusable = np.zeros(n, dtype=bool) if model.capabilities.nan else np.isnan(trial.x).any(axis=1)
+    starts = np.arange(need, n - horizon + 1)
+    usable = np.ones(starts.shape, dtype=bool)
+    if trial.u is not None and model.inputs_:
+        missing_input = np.isnan(trial.u).any(axis=1)
+        unusable |= missing_input
+        before_u = np.concatenate([[0], np.cumsum(missing_input)])
+        usable &= before_u[starts + horizon] == before_u[starts]
+    before = np.concatenate([[0], np.cumsum(unusable)])  # unusable rows before each index
+    usable &= before[starts] == before[starts - need]
+    bad_rows = np.flatnonzero(unusable)
+    firsts = np.concatenate([[0], bad_rows + 1])[np.searchsorted(bad_rows, starts)]
+    return [(int(first), int(s)) for first, s in zip(firsts[usable], starts[usable])]
+
+
 def free_run_scores(model: Backend, data: Dataset, steps: int | None = None) -> dict[str, Any]:
     """``d_stsp`` and ``d_h`` of a free run of ``steps`` samples (None: max(samples in
     ``data``, FREE_RUN_MIN)) started from the first ``history_length`` samples of ``data``'s
-    first trial: D_stsp against every sample of ``data``, D_H against its longest trial (null
-    for irregular samples). Both null, with ``free_run_diverged_step``, when the run leaves the
-    finite numbers."""
+    first trial: D_stsp against every complete sample of ``data`` (no missing value), D_H against
+    its longest stretch of complete samples (null for irregular samples). Both null, with
+    ``free_run_diverged_step``, when the run leaves the finite numbers."""
     from dynid.metrics.dsr import power_spectrum_distance, state_space_divergence
 
     observed = data.stacked()[0]
     steps = max(len(observed), FREE_RUN_MIN) if steps is None else steps
+    # Gaps: the reference distribution is that of the complete samples, the reference
+    # spectrum that of the longest gap-free stretch.
+    complete = observed[~np.isnan(observed).any(axis=1)]
     if steps < 2:
         raise UsageError(f"--free-run {steps}: needs at least 2 steps (0 = none)")
     first = data.trials[0]
@@ -350,15 +379,21 @@ def free_run_scores(model: Backend, data: Dataset, steps: int | None = None) -> 
                         f"{model.history_length} samples the model starts from")
     future = _held_inputs(model, first, steps)
     run, diverged_at = rollout(model, first.slice(0, model.history_length), steps, future)
-    longest = max(data.trials, key=lambda trial: trial.n_samples).x
+    longest = max((stretch for trial in data.trials for stretch in _gap_free_stretches(trial.x)), key=len)
     finite = diverged_at is None
     return {
-        "d_stsp": _finite_or_none(state_space_divergence(observed, run)) if finite else None,
+        "d_stsp": _finite_or_none(state_space_divergence(complete, run)) if finite and len(complete) > 1 else None,
         # Irregular samples have no power spectrum to compare with.
-        "d_h": power_spectrum_distance(longest, run) if finite and data.dt is not None else None,
+        "d_h": (power_spectrum_distance(longest, run)
+                if finite and data.dt is not None and len(longest) > 1 else None),
         "free_run_steps": steps,
         "free_run_diverged_step": diverged_at,
     }
+
+
+def _gap_free_stretches(x: np.ndarray) -> list[np.ndarray]:
+    """The runs of consecutive complete rows (no NaN) of x (T, d), in order (one empty if none)."""
+    return [x[start:stop] for start, stop in _runs(~np.isnan(x).any(axis=1))] or [x[:0]]
 
 
 def _held_inputs(model: Backend, trial: Trial, steps: int) -> np.ndarray | None:

@@ -47,8 +47,10 @@ SHAPES: Final[dict[str, tuple[str, str]]] = {
     SCORE: (
         "dynid score --json",
         '"model", "backend", "horizon", "starts", "rmse", "nrmse", "valid_prediction_time", '
-        '"valid_prediction_time_censored" (some rollouts still valid at the horizon: VPT is a lower '
-        'bound), "censored_rollouts", "diverged_rollouts", "first_divergence_step", '
+        '"valid_prediction_time_censored" (some rollouts still valid at the horizon, or where their '
+        'targets end: VPT is a lower bound), "censored_rollouts", "diverged_rollouts", '
+        '"first_divergence_step", "missing_targets" (target values missing in DATA, skipped in '
+        'every error and in VPT), '
         '"rmse_per_variable": {...}, "rmse_per_step": [...], "vpt_threshold", "dt", '
         '"valid_prediction_time_lyapunov" (with --lyapunov, or --estimate-lyapunov finding a '
         'positive exponent); unless --free-run 0: "d_stsp", "d_h", "free_run_steps", '

@@ -16,7 +16,7 @@ from scipy.stats import multivariate_normal
 from dynid import api
 from dynid.data.dataset import Dataset, Trial
 from dynid.errors import UsageError
-from dynid.models.latent import markov
+from dynid.models.latent import forward_backward_lapack, forward_backward_numba, markov
 from dynid.models.latent.emissions import Autoregressive, Gaussian
 
 from conftest import write_csv
@@ -82,7 +82,14 @@ def fitted(name: str):
 
 
 # -- inference against enumeration of every state sequence ---------------------------------------
-def test_forward_backward_and_viterbi_match_enumeration():
+@pytest.fixture(params=[forward_backward_numba, forward_backward_lapack], ids=["numba", "lapack"])
+def passes(request, monkeypatch):
+    """markov.forward_backward by the compiled passes, then by the banded numpy fallback."""
+    monkeypatch.setattr(markov, "_forward_backward_implementation", lambda: request.param.forward_backward)
+    return request.param
+
+
+def test_forward_backward_and_viterbi_match_enumeration(passes):
     rng = np.random.default_rng(0)
     k, steps = 3, 6
     x = rng.normal(size=(steps, 2))
@@ -109,7 +116,7 @@ def test_forward_backward_and_viterbi_match_enumeration():
     assert tuple(markov.viterbi(model, emission.log_density(x))) == max(joint, key=joint.__getitem__)
 
 
-def test_forward_backward_does_not_underflow_far_from_every_state():
+def test_forward_backward_does_not_underflow_far_from_every_state(passes):
     emission = Gaussian(np.zeros((2, 1)), np.stack([np.eye(1)] * 2), 0.0)
     model = markov.HiddenMarkov(np.array([0.5, 0.5]), np.array([[0.9, 0.1], [0.1, 0.9]]), emission)
     x = np.full((50, 1), 60.0)  # density ~ exp(-1800) per sample
@@ -142,10 +149,10 @@ def reference_forward_backward(model, log_b):
 
 
 @pytest.mark.parametrize("switch, separation", [(0.03, 1.0), (1e-30, 1.0), (1e-150, 10.0)])
-def test_banded_forward_backward_matches_the_stepwise_recursion(switch, separation):
-    """Long chains (several banded solves); rare switches make the scaled vectors shrink fast
-    (restarts), and with states too far apart to stay in the wrong one, by 1e-150 in one step
-    (that step taken on its own)."""
+def test_forward_backward_matches_the_stepwise_recursion(passes, switch, separation):
+    """Long chains (several banded solves of the fallback); rare switches make the scaled
+    vectors shrink fast (the fallback's restarts), and with states too far apart to stay in the
+    wrong one, by 1e-150 in one step (that step taken on its own)."""
     rng = np.random.default_rng(1)
     k, steps = 3, 2500
     transition = np.full((k, k), switch) + np.eye(k) * (1 - k * switch)
@@ -160,6 +167,51 @@ def test_banded_forward_backward_matches_the_stepwise_recursion(switch, separati
     assert posterior.loglik == pytest.approx(loglik, rel=1e-12)
     np.testing.assert_allclose(posterior.probabilities, gamma, atol=1e-10)
     np.testing.assert_allclose(posterior.transitions, xi, rtol=1e-8, atol=1e-8)
+
+
+def known_model(x: np.ndarray) -> markov.HiddenMarkov:
+    """The true 3-state model of ``simulate_hmm`` with a uniform start."""
+    emission = Gaussian(MEANS, np.stack([np.eye(2) * SD**2] * 3), 0.0)
+    return markov.HiddenMarkov(np.full(3, 1 / 3), TRANSITION, emission)
+
+
+def test_compiled_and_banded_passes_agree_on_a_long_chain():
+    _, x = simulate_hmm(20000, seed=3)
+    model = known_model(x)
+    log_b = model.emission.log_density(x)
+    found = []
+    for passes in (forward_backward_numba, forward_backward_lapack):
+        probabilities, transitions = np.empty(log_b.shape), np.empty((3, 3))
+        found.append((passes.forward_backward(model.initial, model.transition, log_b, probabilities, transitions), probabilities, transitions))
+    (compiled, p_compiled, t_compiled), (banded, p_banded, t_banded) = found
+    assert compiled == pytest.approx(banded, rel=1e-10)
+    np.testing.assert_allclose(p_compiled, p_banded, atol=1e-12)
+    np.testing.assert_allclose(t_compiled, t_banded, rtol=1e-10)
+
+
+def test_log_likelihood_and_em_match_hmmlearn_from_the_same_start():
+    """hmmlearn's GaussianHMM with its priors off is plain maximum likelihood, as ``hmm`` with
+    its covariance floor off."""
+    hmmlearn = pytest.importorskip("hmmlearn.hmm")
+    _, x = simulate_hmm(2000, seed=4)
+    model = markov.HiddenMarkov(
+        np.array([0.5, 0.3, 0.2]),
+        np.full((3, 3), 0.1) + 0.7 * np.eye(3),
+        Gaussian(MEANS + 0.5, np.stack([np.eye(2)] * 3), 0.0),
+    )
+    theirs = hmmlearn.GaussianHMM(
+        n_components=3, covariance_type="full", n_iter=1, tol=0.0, init_params="", params="stmc",
+        covars_prior=0.0, covars_weight=1.0, means_weight=0.0, implementation="scaling",
+    )
+    theirs.startprob_, theirs.transmat_ = model.initial, model.transition
+    theirs.means_, theirs.covars_ = model.emission.means, model.emission.covs
+    assert markov.log_likelihood(model, [x]) == pytest.approx(theirs.score(x), rel=1e-12)
+    ours = markov.fit_em(model, [x], max_iter=10, tol=0.0)
+    for _ in range(10):
+        theirs.fit(x)
+    assert ours.history[-1] == pytest.approx(theirs.score(x), rel=1e-10)
+    np.testing.assert_allclose(ours.model.transition, theirs.transmat_, rtol=1e-8)
+    np.testing.assert_allclose(ours.model.emission.covs, theirs.covars_, rtol=1e-8)
 
 
 # -- identification -------------------------------------------------------------------------------

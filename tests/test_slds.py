@@ -174,6 +174,7 @@ def test_labels_fix_regimes_with_their_own_numbers():
     model = api.fit(data, "slds", {"regimes": 2, "latent": 2, "restarts": 1}, seed=0, device="cpu", labels="label").model
     states = api.states(model, data, labels="label")
     given = ~np.isnan(labels)
+    assert model.metrics_["labelled_samples"] == int(given.sum())
     np.testing.assert_array_equal(states.state[given], labels[given])
     assert np.mean(states.state == 1 - regimes) >= 0.9  # no relabelling
     fast = np.abs(np.angle(np.linalg.eigvals(model.arrays()["dynamics"][0]))).max()

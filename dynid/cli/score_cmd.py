@@ -36,6 +36,8 @@ def score(
 
     VPT: the first time the RMS over variables of the error divided by each variable's standard deviation in DATA exceeds 0.4, averaged over the rollouts (">=" when some rollouts were still valid at the horizon).
 
+    Missing values in DATA: models that take them (Kalman-type, slds) see the gaps as they are, others NaN-free segments (or --nan). A missing target is skipped, not an error: the errors are over the observed targets, VPT judges only the steps with one, and "missing_targets" counts those skipped.
+
     D_stsp (state-space divergence): KL(p_data || p_model) between histograms of DATA and of the free run, 30 bins per variable on [min - 0.1 sd, max + 0.1 sd] of DATA, each smoothed as (count + 1e-5) / (total + 1e-5 * cells); with more than 5 variables, between Gaussian mixtures (unit variance on standardised data) centred on 10,000 samples of each, by Monte Carlo. 0 for identical distributions; two independent 50,000-sample runs of Lorenz-63 differ by about 0.1, two 10,000-sample runs by 0.4 to 1.5.
 
     D_H (power-spectrum distance): the mean over variables of the Hellinger distance between the power spectra of DATA's longest trial and of the free run, each variable standardised, smoothed by a Gaussian of 20 frequency bins and normalised; in [0, 1], 0 for equal spectra.
@@ -54,11 +56,14 @@ def score(
     for path in model_paths:
         model = load_model_argument(path, data_file, *(p for p in model_paths if p is not path)).model
         options = model_data_options(data, model)
-        if options not in loaded_data:  # stdin can be read once: models with the same columns share it
+        # Models that take missing values see DATA's gaps as they are (missing targets are
+        # skipped in the scores); others, NaN-free segments unless --nan says otherwise.
+        key = (options, "keep" if model.capabilities.nan else "split")
+        if key not in loaded_data:  # stdin can be read once: models with the same columns share it
             if data_file == "-" and loaded_data:
-                raise UsageError("models with different variables need DATA as a file, not stdin")
-            loaded_data[options] = options.load([data_file], out=out)
-        result = api.score(model, loaded_data[options], horizon=horizon, starts=starts, lyapunov=lyapunov,
+                raise UsageError("models with different variables (or handling of missing values) need DATA as a file, not stdin")
+            loaded_data[key] = options.load([data_file], nan_default=key[1], out=out)
+        result = api.score(model, loaded_data[key], horizon=horizon, starts=starts, lyapunov=lyapunov,
                            free_run=free_run, estimate_lyapunov=estimate_lyapunov,
                            lyapunov_steps=lyapunov_steps)
         results.append({"kind": result["kind"], "model": path, "backend": model.name, **result})

@@ -2,6 +2,7 @@
 
 from dynid.metrics.forecast import (
     VPT_THRESHOLD,
+    masked_rms,
     normalised_error,
     nrmse,
     nrmse_per_variable,
@@ -9,10 +10,12 @@ from dynid.metrics.forecast import (
     rmse,
     rmse_per_variable,
     valid_prediction_time,
+    valid_steps,
 )
 
 __all__ = [
     "VPT_THRESHOLD",
+    "masked_rms",
     "normalised_error",
     "nrmse",
     "nrmse_per_variable",
@@ -20,4 +23,5 @@ __all__ = [
     "rmse",
     "rmse_per_variable",
     "valid_prediction_time",
+    "valid_steps",
 ]

@@ -33,7 +33,7 @@ from __future__ import annotations
 from abc import abstractmethod
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, ClassVar
+from typing import ClassVar
 
 import numpy as np
 from scipy.cluster.vq import kmeans2
@@ -43,7 +43,6 @@ from scipy.special import ndtr
 from dynid.data.dataset import Dataset, Trial
 from dynid.errors import DataError, UsageError
 from dynid.models.base import (
-    Backend,
     Capabilities,
     LatentStates,
     PredictiveInterval,
@@ -54,6 +53,7 @@ from dynid.models.latent import markov
 from dynid.models.latent.emissions import Autoregressive, Gaussian, covariance_floor
 from dynid.models.latent.markov import HiddenMarkov
 from dynid.models.latent.iterations import EMResult
+from dynid.models.latent.labelled import KnownStatesBackend
 from dynid.models.latent.params import SizedEMParams
 
 # EM iterations every start runs before only the best one continues.
@@ -85,7 +85,7 @@ class MarkovParams(SizedEMParams):
             raise ValueError(f"restarts must be non-negative, not {self.restarts}")
 
 
-class _HiddenMarkovBackend(Backend):
+class _HiddenMarkovBackend(KnownStatesBackend):
     """What ``hmm`` and ``arhmm`` share: fitting with several starts, states, arrays of the chain.
 
     Fitted arrays (K states, d variables): ``initial`` (K,), ``transition`` (K, K) with
@@ -98,17 +98,7 @@ class _HiddenMarkovBackend(Backend):
     emission_type: ClassVar[type[Gaussian] | type[Autoregressive]]
 
     # -- fitting -----------------------------------------------------------------------------
-    def _fit(self, data: Dataset, *, seed: int | None, device: str, progress: Any) -> None:
-        self._fit_known(data, None, seed)
-
-    def _fit_labelled(
-        self, data: Dataset, labels: list[np.ndarray], *, seed: int | None, device: str, progress: Any
-    ) -> None:
-        self._fit_known(data, labels, seed)
-        self.metrics_["labelled_samples"] = int(sum(np.sum(known >= 0) for known in labels))
-
     def _fit_known(self, data: Dataset, known: list[np.ndarray] | None, seed: int | None) -> None:
-        """The fit, with per trial the known states (-1 = unknown) or None."""
         params: MarkovParams = self.params  # type: ignore[assignment]
         trials = [trial.x for trial in data.trials]
         if any(x.shape[0] < 2 for x in trials):

@@ -30,17 +30,17 @@ intervals. Partially known regimes (``--labels``) clamp q(s) as in ``hmm``.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
 
 import numpy as np
 
 from dynid.data.dataset import Dataset, Trial
 from dynid.errors import DataError
-from dynid.models.base import Backend, Capabilities, Hyperparameters, LatentStates, expect_array, param
+from dynid.models.base import Capabilities, Hyperparameters, LatentStates, expect_array, param
 from dynid.models.latent import markov, switching
 from dynid.models.latent.emissions import Autoregressive, covariance_floor
 from dynid.models.latent.hmm import ARHMM, MarkovParams, mixture_rollout
 from dynid.models.latent.iterations import EMResult, iterate_em
+from dynid.models.latent.labelled import KnownStatesBackend
 from dynid.models.latent.switching import Switching, TrialPosterior
 
 # The smallest observation noise of the start, as a fraction of each variable's variance.
@@ -78,7 +78,7 @@ class _Iterate:
     regime_probabilities: list[np.ndarray]
 
 
-class SLDS(Backend):
+class SLDS(KnownStatesBackend):
     """Switching LDS. Fitted arrays (K regimes, n latent, p observed): ``initial`` (K,),
     ``transition`` (K, K), ``dynamics`` (K, n, n), ``offsets`` (K, n), ``noise`` (K, n, n),
     ``C`` (p, n), ``offset`` (p,), ``R`` (p,) diagonal observation noise variances,
@@ -91,14 +91,6 @@ class SLDS(Backend):
     capabilities = Capabilities(uniform_steps=True, inputs=False, nan=True, stochastic=True, labels=True)
 
     # -- fitting -----------------------------------------------------------------------------
-    def _fit(self, data: Dataset, *, seed: int | None, device: str, progress: Any) -> None:
-        self._fit_known(data, None, seed)
-
-    def _fit_labelled(
-        self, data: Dataset, labels: list[np.ndarray], *, seed: int | None, device: str, progress: Any
-    ) -> None:
-        self._fit_known(data, labels, seed)
-
     def _fit_known(self, data: Dataset, known: list[np.ndarray] | None, seed: int | None) -> None:
         params: SLDSParams = self.params  # type: ignore[assignment]
         trials = [trial.x for trial in data.trials]

@@ -34,7 +34,8 @@ import numpy as np
 
 from dynid.errors import ComputationError
 from dynid.models.latent import markov
-from dynid.models.latent.markov import Chain, Posterior, contiguous, row_sums
+from dynid.models.latent.markov import Chain, Posterior, contiguous
+from dynid.models.latent.rows import row_sums
 
 LOG_2PI = float(np.log(2 * np.pi))
 
