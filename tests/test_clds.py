@@ -21,7 +21,7 @@ from dynid.modelfile import ModelFile, describe_fit
 from dynid.report import build_report
 from dynid.models.latent.clds import CLDSParams, choose_prior
 
-from conftest import write_csv
+from conftest import run_cli_in_process, write_csv
 
 TRAIN_CONDITIONS = (0.0, 0.25, 0.5, 0.75, 1.0)
 HELD_OUT = (0.375, 0.625)
@@ -264,25 +264,58 @@ def files(tmp_path_factory):
     return folder, train, held_out, future, varying
 
 
-def test_cli_fit_states_and_forecast_at_an_unseen_condition(cli, files):
-    folder, train, held_out, future, _ = files
+COMMON = ("--trial-column", "trial", "--inputs", "u")
+
+
+@pytest.fixture(scope="module")
+def cli_model(files):
+    """The model fitted by ``dynid fit`` on the training CSV."""
+    folder, train = files[0], files[1]
     model = folder / "m.dynid"
-    common = ("--trial-column", "trial", "--inputs", "u")
-    fit = cli("fit", train, *common, "--model", "clds", "-p", "latent=2", "-p", "max_iter=15",
-              "-p", "lengthscale=1", "-p", "drive_sd=30", "-o", model)
+    fit = run_cli_in_process("fit", train, *COMMON, "--model", "clds", "-p", "latent=2", "-p", "max_iter=15",
+                             "-p", "lengthscale=1", "-p", "drive_sd=30", "-o", model)
     assert fit.returncode == 0, fit.stderr
-    info = cli("info", model)
+    return model
+
+
+def test_cli_fit_states_and_forecast_at_an_unseen_condition(cli, files, cli_model):
+    _, _, held_out, future, _ = files
+    info = cli("info", cli_model)
     assert info.returncode == 0
     assert b"spectral_radius_range" in info.stdout and b"fixed_point_range" in info.stdout
-    states = cli("states", model, held_out, *common)
+    states = cli("states", cli_model, held_out, *COMMON)
     assert states.returncode == 0, states.stderr
     lines = states.stdout.decode().splitlines()
     assert {"z_0", "z_0_sd", "z_1", "z_1_sd"} <= set(lines[0].split(","))
     assert len(lines) == 1 + 60
-    forecast = cli("forecast", model, held_out, *common, "--horizon", "5", "--future-inputs", future,
+    forecast = cli("forecast", cli_model, held_out, *COMMON, "--horizon", "5", "--future-inputs", future,
                    "--interval", "0.9")
     assert forecast.returncode == 0, forecast.stderr
     assert len(forecast.stdout.decode().splitlines()) == 1 + 5
+
+
+@pytest.mark.parametrize("interval", [(), ("--interval", "0.9")])
+def test_cli_forecast_without_future_inputs_keeps_the_history_condition(cli, files, cli_model, interval):
+    _, _, held_out, future, _ = files
+    explicit = cli("forecast", cli_model, held_out, *COMMON, "--horizon", "5", "--future-inputs", future, *interval)
+    kept = cli("forecast", cli_model, held_out, *COMMON, "--horizon", "5", *interval)
+    assert explicit.returncode == 0, explicit.stderr
+    assert kept.returncode == 0, kept.stderr
+    assert kept.stdout == explicit.stdout
+    assert len(kept.stdout.decode().splitlines()) == 1 + 5
+    said = kept.stderr.decode()
+    assert said.count("no --future-inputs: the forecast keeps the history's condition (u = 0.375)") == 1, said
+    assert "no --future-inputs" not in explicit.stderr.decode()
+
+
+def test_cli_forecast_without_future_inputs_refuses_a_varying_history_with_exit_3(cli, files, cli_model):
+    varying = files[-1]
+    result = cli("forecast", cli_model, varying, "--inputs", "u", "--horizon", "5")
+    assert result.returncode == 3
+    said = result.stderr.decode().strip()
+    assert len(said.splitlines()) == 1, said
+    assert "input 'u' varies within a trial" in said
+    assert result.stdout == b""
 
 
 def test_cli_refuses_an_input_varying_within_a_trial_with_exit_3(cli, files, tmp_path):

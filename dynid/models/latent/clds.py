@@ -36,11 +36,13 @@ from dynid.errors import DataError
 from dynid.linear.dynamics import sort_by_modulus
 from dynid.linear.kalman import StateSpace, forecast, kalman_filter
 from dynid.models.base import (
+    CONDITION_RTOL,
     Backend,
     Capabilities,
     LatentStates,
     PredictiveInterval,
     expect_array,
+    trial_condition,
 )
 from dynid.models.latent.clds_fit import CLDSParams, choose_prior, fit_system
 from dynid.models.latent.clds_system import ConditionalSystem, ConditionDynamics, course
@@ -53,10 +55,6 @@ from dynid.models.latent.lds import (
 )
 
 __all__ = ["CLDS", "CLDSParams", "ConditionDynamics", "choose_prior"]
-
-# Relative spread of an input within a trial still taken as one condition.
-CONDITION_RTOL = 1e-9
-
 
 class CLDS(Backend):
     """Fitted arrays (n latent, p observed, M condition columns, L features, G grid points):
@@ -144,20 +142,7 @@ class CLDS(Backend):
     # -- conditions --------------------------------------------------------------------------
     def _condition(self, trial: Trial, source: str = "data") -> np.ndarray:
         """The trial's condition (M,): its input row, which must not vary within the trial."""
-        if trial.u is None or trial.u.shape[1] == 0:
-            return np.zeros(0)
-        names = self.inputs_
-        for k, name in enumerate(names):
-            column = trial.u[:, k]
-            if not np.isfinite(column).all():
-                raise DataError(f"{source}: input {name!r} has missing values; the clds model needs the "
-                                "condition of every trial")
-            if np.ptp(column) > CONDITION_RTOL * max(1.0, abs(float(column[0]))):
-                raise DataError(
-                    f"{source}: input {name!r} varies within a trial; the clds model takes its inputs "
-                    "as conditions, constant within each trial (one trial per condition: --trial-column)"
-                )
-        return np.array(trial.u[0], dtype=float)
+        return trial_condition(trial, self.inputs_, self.name, source)
 
     def _model_at(self, trial: Trial, source: str = "data") -> StateSpace:
         """The LDS at the trial's condition, which must lie in the covered range."""
