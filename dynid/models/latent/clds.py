@@ -65,7 +65,9 @@ class CLDS(Backend):
     ``objective`` (iterations,) the MAP objective per EM iteration; over the grid
     ``condition_grid`` (G, M): ``condition_eigenvalues`` (G, n) of A(u), per step dt, sorted by
     decreasing modulus, ``condition_fixed_points`` (G, n) z*(u) (NaN where I - A(u) is
-    singular) and ``condition_fixed_point_observations`` (G, p) C z*(u) + c."""
+    singular) and ``condition_fixed_point_observations`` (G, p) C(u) z*(u) + c. With
+    condition_readout: ``readout`` (L, p, n) and ``readout_sd`` (p,), C(u) as in
+    ``ConditionalSystem``."""
 
     name = "clds"
     summary = (
@@ -85,6 +87,8 @@ class CLDS(Backend):
         fitted = fit_system(trials, conditions, params)
         if fitted.prior_log_evidence is not None:
             self.metrics_["prior_log_evidence"] = fitted.prior_log_evidence
+        if fitted.readout_log_evidence is not None:
+            self.metrics_["readout_log_evidence"] = fitted.readout_log_evidence
         result = fitted.result
         self.conditions_ = conditions
         self.objective_ = np.asarray(result.history)
@@ -94,6 +98,7 @@ class CLDS(Backend):
             conditions=int(len(np.unique(conditions, axis=0))),
             lengthscale=result.model.basis.lengthscale,
             drive_sd=result.model.drive_scale * params.prior_sd,
+            condition_readout=params.condition_readout,
             features=result.model.basis.size,
             map_objective=result.history[-1],
             log_likelihood=result.history[-1] - result.model.log_prior(),
@@ -106,7 +111,8 @@ class CLDS(Backend):
         """Set the fitted system and tabulate its dynamics over the basis's grid."""
         self.system_ = replace(system, **{
             name: np.ascontiguousarray(getattr(system, name), dtype=float)
-            for name in ("weights", "c", "offset", "r", "m0", "p0")
+            for name in ("weights", "c", "offset", "r", "m0", "p0", "readout", "readout_sd")
+            if getattr(system, name) is not None
         })
         self.grid_ = system.basis.grid()
         a, b = system.dynamics(self.grid_)
@@ -118,7 +124,7 @@ class CLDS(Backend):
             if np.linalg.cond(eye - a[g]) < 1 / np.finfo(float).eps:
                 fixed[g] = np.linalg.solve(eye - a[g], b[g])
         self.grid_fixed_points_ = fixed
-        self.grid_fixed_observations_ = fixed @ system.c.T + system.offset
+        self.grid_fixed_observations_ = np.einsum("gpn,gn->gp", system.observation(self.grid_), fixed) + system.offset
 
     def _grid_summary(self) -> dict[str, Any]:
         """Ranges over the grid, for ``info``: spectral radius, frequency (cycles per time
@@ -194,6 +200,7 @@ class CLDS(Backend):
             "condition_grid": self.grid_, "condition_eigenvalues": self.grid_eigenvalues_,
             "condition_fixed_points": self.grid_fixed_points_,
             "condition_fixed_point_observations": self.grid_fixed_observations_,
+            **({} if s.readout is None else {"readout": s.readout, "readout_sd": s.readout_sd}),
         }
 
     def _load_arrays(self, arrays: dict[str, np.ndarray]) -> None:
@@ -210,6 +217,8 @@ class CLDS(Backend):
             weights=weights, c=get("C", (p, n)), offset=get("offset", (p,)), r=get("R", (p,)),
             m0=get("initial_mean", (n,)), p0=get("initial_cov", (n, n)), basis=basis,
             drive_scale=float(get("drive_scale", (1,))[0]),
+            readout=get("readout", (basis.size, p, n)) if "readout" in arrays else None,
+            readout_sd=get("readout_sd", (p,)) if "readout" in arrays else None,
         ))
         self.conditions_ = get("conditions", (None, m))
         self.objective_ = get("objective", (None,))

@@ -29,6 +29,7 @@ from dynid.models.latent.clds_mstep import (
     residual_covariance,
     transition_sums,
 )
+from dynid.models.latent.clds_readout import with_readout
 from dynid.models.latent.clds_system import ConditionalSystem, course, whitened
 from dynid.models.latent.em import Moments, expectations
 from dynid.models.latent.fourier import FourierBasis
@@ -65,6 +66,17 @@ class CLDSParams(Hyperparameters):
         "prior standard deviation of every entry of b(u), in latent noise sds per step; none: "
         "the candidate 1..100 with the largest marginal likelihood, chosen with the lengthscale",
     )
+    condition_readout: bool = param(
+        False,
+        "the read-out C(u) depends on the condition too (a GP prior on its entries in the same "
+        "Fourier weight space; C's mean and the offset flat); false: one C for all conditions",
+    )
+    readout_sd: float | None = param(
+        None,
+        "with condition_readout: prior sd of C(u)'s change with the condition, as a fraction "
+        "of each row's RMS entry; none: the candidate 0.03..1 with the largest marginal "
+        "likelihood of the observation regressions after a preliminary fit",
+    )
     max_frequencies: int = param(24, "Fourier frequencies per condition column at most")
     max_iter: int = param(200, "EM iterations at most")
     tol: float = param(
@@ -80,6 +92,8 @@ class CLDSParams(Hyperparameters):
             raise ValueError(f"prior_sd must be positive, not {self.prior_sd}")
         if self.drive_sd is not None and not self.drive_sd > 0:
             raise ValueError(f"drive_sd must be positive, not {self.drive_sd}")
+        if self.readout_sd is not None and not self.readout_sd > 0:
+            raise ValueError(f"readout_sd must be positive, not {self.readout_sd}")
         if self.max_frequencies < 1:
             raise ValueError(f"max_frequencies must be at least 1, not {self.max_frequencies}")
         if self.max_iter < 1:
@@ -90,27 +104,38 @@ class CLDSParams(Hyperparameters):
 
 @dataclass(frozen=True)
 class FittedSystem:
-    """The final EM's result, and each candidate prior's evidence (keyed "kappa,drive_sd"; None
-    when both were given)."""
+    """The final EM's result; each candidate prior's evidence (keyed "kappa,drive_sd"; None
+    when both were given); with condition_readout, the read-out's (``clds_readout.with_readout``;
+    None without)."""
 
     result: EMResult[ConditionalSystem]
     prior_log_evidence: dict[str, float] | None
+    readout_log_evidence: dict[str, float] | None
 
 
 def fit_system(trials: list[Trial], conditions: np.ndarray, params: CLDSParams) -> FittedSystem:
     """The model of ``trials`` (without inputs) at their ``conditions`` (K, M): the pooled
-    start, the prior's choice where ``params`` leaves it open, then MAP-EM."""
+    start, the priors' choice where ``params`` leaves them open (after a preliminary EM), the
+    read-out's dependence on the condition if asked, then MAP-EM."""
     kappa = PRELIMINARY_LENGTHSCALE if params.lengthscale is None else params.lengthscale
     drive = PRELIMINARY_DRIVE_SD if params.drive_sd is None else params.drive_sd
     basis = FourierBasis.over(conditions, kappa, params.prior_sd, params.max_frequencies)
     start = pooled_start(trials, conditions, params.latent, basis, drive / params.prior_sd, params.tol)
     distinct = len(np.unique(conditions, axis=0))
-    evidence = None
-    if params.drive_sd is None or (params.lengthscale is None and distinct > 1):
-        preliminary = run_em(start, trials, conditions, max_iter=PRELIMINARY_ITERATIONS, tol=params.tol)
-        start, evidence = choose_prior(preliminary.model, trials, conditions, params)
+    choose = params.drive_sd is None or (params.lengthscale is None and distinct > 1)
+    evidence = readout_evidence = None
+    if choose or (params.condition_readout and params.readout_sd is None):
+        start = run_em(start, trials, conditions, max_iter=PRELIMINARY_ITERATIONS, tol=params.tol).model
+    if choose:
+        start, evidence = choose_prior(start, trials, conditions, params)
+    if params.condition_readout:
+        found, _ = expect(start, trials, conditions)
+        start, readout_evidence = with_readout(start, trials, conditions, found, params.readout_sd)
+        # The fixed read-out's latent noise also held the read-out's change with the condition:
+        # too large a latent scale for this model, which EM with Q = I would shrink only slowly.
+        start = free_noise_rounds(start, trials, conditions)
     result = run_em(start, trials, conditions, max_iter=params.max_iter, tol=params.tol)
-    return FittedSystem(result, evidence)
+    return FittedSystem(result, evidence, readout_evidence or None)
 
 
 def expect(system: ConditionalSystem, trials: list[Trial], conditions: np.ndarray) -> tuple[list[Moments], float]:
@@ -151,7 +176,12 @@ def pooled_start(trials: list[Trial], conditions: np.ndarray, n: int, basis: Fou
     weights[0, :n] = pooled.a.T / constant
     system = ConditionalSystem(weights=weights, c=pooled.c, offset=pooled.offset, r=pooled.r,
                                m0=pooled.m0, p0=pooled.p0, basis=basis, drive_scale=drive_scale)
-    system = whitened(system, pooled.q)
+    return free_noise_rounds(whitened(system, pooled.q), trials, conditions)
+
+
+def free_noise_rounds(system: ConditionalSystem, trials: list[Trial], conditions: np.ndarray) -> ConditionalSystem:
+    """START_ROUNDS of EM with a free Q, each followed by the change of coordinates that makes
+    Q = I (``whitened``): the latent scale found at once (``pooled_start``)."""
     for _ in range(START_ROUNDS):
         found, _ = expect(system, trials, conditions)
         system = maximise(system, trials, conditions, found)

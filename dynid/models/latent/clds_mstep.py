@@ -5,7 +5,8 @@ The weights W of A(u) and b(u) maximise sum_t E||z_{t+1} - [A(u) b(u)] [z_t; 1]|
 (S + I) W = Y with S = sum phi phi^T (x) E[z z^T]-type sums (the brief's Sylvester equation
 S W + W Q = Y with Q = I); C, c, r, m0, P0 as in ``lds`` (``em.maximise_observation``). Each
 step maximises the expected complete-data log posterior, so the MAP objective log p(y | theta) +
-log p(W) never decreases.
+log p(W) never decreases. With ``condition_readout`` the observation's M-step is
+``clds_readout.py``'s.
 
 The evidence of a prior (lengthscale, b's prior sd) given the smoothed states is the Bayesian
 linear-regression evidence of the same regression, W integrated out: tr(Y^T (I + S)^-1 Y) / 2 -
@@ -20,6 +21,7 @@ import numpy as np
 
 from dynid.data.dataset import Trial
 from dynid.linear.subspace import VARIANCE_FLOOR
+from dynid.models.latent.clds_readout import maximise_readout
 from dynid.models.latent.clds_system import ConditionalSystem
 from dynid.models.latent.em import Moments, maximise_observation
 
@@ -64,9 +66,12 @@ def log_evidence(s: np.ndarray, y: np.ndarray) -> float:
 
 def maximise(system: ConditionalSystem, trials: list[Trial], conditions: np.ndarray,
              found: list[Moments]) -> ConditionalSystem:
-    """The M-step (module docstring); ``trials`` without inputs, ``conditions`` (K, M)."""
+    """The M-step (module docstring); ``trials`` without inputs, ``conditions`` (K, M). A
+    read-out that depends on the condition has its own (``clds_readout.maximise_readout``)."""
     n = system.n_latent
     s, y = regression(system.basis.features(conditions), *transition_sums(found, system.drive_scale))
+    if system.readout is not None:
+        return maximise_readout(replace(system, weights=weights_of(s, y, n)), trials, conditions, found)
     seen = maximise_observation(trials, found, n)
     return replace(system, weights=weights_of(s, y, n), c=seen.c, offset=seen.offset, r=seen.r,
                    m0=seen.m0, p0=seen.p0)
