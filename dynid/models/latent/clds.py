@@ -11,16 +11,19 @@ regular Fourier features of ``fourier.py`` (squared-exponential kernel of length
 prior sd ``prior_sd``); beta = drive_sd / prior_sd gives b its own prior sd. C, c, r and the
 first state's N(m0, P0) are shared by all conditions, which puts every condition's latent
 states in one coordinate system: that is what lets A(u) be compared, and interpolated, across
-conditions.
+conditions. With ``-p condition_readout=true`` the read-out is C(u), with the same kind of prior
+(``clds_readout.py``). Off by default: a fixed C is the brief's default and the cheaper model;
+with it on, the metrics' ``readout_log_evidence`` compares each prior sd with a fixed C, so
+the data say whether C(u) was worth it.
 
 The pieces: ``clds_system.py`` the model's arrays (and why Q = I), ``clds_mstep.py`` the
-closed-form M-step and the prior's evidence, ``clds_fit.py`` the hyperparameters, MAP-EM, its
-start and the choice of the prior; this module the backend.
+closed-form M-step and the prior's evidence, ``clds_readout.py`` those of C(u), ``clds_fit.py``
+the hyperparameters, MAP-EM, its start and the choice of the prior; this module the backend.
 
 Forecasts and states at any condition in the covered range (the training conditions' range and
 a quarter of it either side), seen in training or not. Arrays over a grid of that range: the
 eigenvalues of A(u) and the fixed points z*(u) = (I - A(u))^-1 b(u) (latent, whitened) with
-their observed values C z*(u) + c.
+their observed values C(u) z*(u) + c.
 """
 
 from __future__ import annotations

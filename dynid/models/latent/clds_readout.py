@@ -16,7 +16,9 @@ posterior given the other, so MAP-EM stays monotone. The offset stays one for al
 (the brief's d): the condition already moves the observed mean through C(u) z*(u).
 
 The prior sd: s_i = rho ||C_i|| / sqrt(n), rho (``readout_sd``) the read-out's change over a
-lengthscale as a fraction of its size; rho = none takes the candidate in READOUT_SDS of largest
+lengthscale as a fraction of its size, set when the read-out is switched on (and kept that
+fraction through the start's changes of coordinates, ``clds_system.whitened``), fixed during
+EM so that EM stays monotone; rho = none takes the candidate in READOUT_SDS of largest
 evidence of the regressions given the smoothed states, V integrated out (Bayesian linear
 regression; C_i and c_i flat, so their improper prior adds the same constant to every
 candidate):
@@ -88,7 +90,8 @@ def maximise_readout(system: ConditionalSystem, trials: list[Trial], conditions:
                      found: list[Moments]) -> ConditionalSystem:
     """The observation and first-state M-step of a system with a read-out that depends on the
     condition (module docstring): V, C, c, then r, and m0, P0."""
-    assert system.readout_sd is not None
+    if system.readout_sd is None:
+        raise ValueError("the read-out's prior sds are not set")
     n, p = system.n_latent, system.c.shape[0]
     varying = system.basis.size * n
     sums = readout_sums(system, trials, conditions, found)
