@@ -7,10 +7,12 @@ condition <= half that of one ``lds`` (latent 2) fitted to all conditions togeth
 
 Also reported: the same lds given u as an input (a stronger baseline than the goal's), the
 noise floor (the true model's forecasts), the lengthscale chosen and the largest eigenvalue
-error of A(u) over the training and held-out conditions.
+error of A(u) over the training and held-out conditions. With --condition-readout, also clds
+with ``-p condition_readout=true`` on the same data (whose read-out is fixed): its NRMSE and its
+read-out evidence, fixed C against the best prior sd of C(u).
 
     python benchmarks/clds_conditions.py [--seeds 3] [--samples 100] [--horizon 40]
-        [-o results/clds_conditions.json]
+        [--condition-readout] [-o results/clds_conditions.json]
 """
 
 from __future__ import annotations
@@ -41,18 +43,25 @@ from dynid import api  # noqa: E402
 STARTS = 20
 
 
-def one_seed(seed: int, samples: int, horizon: int) -> dict[str, object]:
+def one_seed(seed: int, samples: int, horizon: int, condition_readout: bool) -> dict[str, object]:
     data = simulate(TRAIN_CONDITIONS, 2, samples, seed=1000 + seed, shift=0.0)
     started = time.perf_counter()
     model = api.fit(data, "clds", {"latent": 2}, device="cpu").model
     seconds = time.perf_counter() - started
     pooled = api.fit(without_inputs(data), "lds", {"latent": 2}, device="cpu").model
     with_input = api.fit(data, "lds", {"latent": 2}, device="cpu").model
+    readout = None
+    if condition_readout:
+        readout = api.fit(data, "clds", {"latent": 2, "condition_readout": True}, device="cpu").model
     out: dict[str, object] = {
         "seed": seed, "clds_fit_seconds": seconds, "lengthscale": model.metrics_["lengthscale"],
         "em_iterations": model.metrics_["em_iterations"],
         "eigenvalue_error": max(eigenvalue_error(model, u) for u in TRAIN_CONDITIONS + HELD_OUT),
     }
+    if readout is not None:
+        evidence = readout.metrics_["readout_log_evidence"]
+        out["readout_evidence_fixed_minus_best_varying"] = evidence["fixed"] - max(
+            value for key, value in evidence.items() if key != "fixed")
     for u in HELD_OUT:
         test = simulate((u,), 2, samples, seed=2000 + seed, shift=0.0)
 
@@ -64,6 +73,8 @@ def one_seed(seed: int, samples: int, horizon: int) -> dict[str, object]:
             "clds": ours, "lds": theirs, "lds_with_u_input": nrmse(with_input, test),
             "floor": true_nrmse(test, horizon, STARTS, shift=0.0), "ratio": ours / theirs,
         }
+        if readout is not None:
+            out[f"u={u}"]["clds_condition_readout"] = nrmse(readout, test)  # type: ignore[index]
     return out
 
 
@@ -72,11 +83,12 @@ def main() -> None:
     parser.add_argument("--seeds", type=int, default=3)
     parser.add_argument("--samples", type=int, default=100)
     parser.add_argument("--horizon", type=int, default=40)
+    parser.add_argument("--condition-readout", action="store_true")
     parser.add_argument("-o", "--output", default=None)
     args = parser.parse_args()
     runs = []
     for seed in range(args.seeds):
-        runs.append(one_seed(seed, args.samples, args.horizon))
+        runs.append(one_seed(seed, args.samples, args.horizon, args.condition_readout))
         print(json.dumps(runs[-1]), file=sys.stderr, flush=True)
     ratios = [run[f"u={u}"]["ratio"] for run in runs for u in HELD_OUT]  # type: ignore[index]
     summary = {

@@ -22,7 +22,7 @@ from dynid.documents import CAUSAL, INFO, SCORE, SYMBOLIC, tagged
 from dynid.errors import DataError, Diverged, ResourceUnavailable, UsageError
 from dynid.metrics.forecast import masked_rms, valid_steps
 from dynid.models import registry
-from dynid.models.base import Backend, Hyperparameters, LatentStates, check_labels
+from dynid.models.base import Backend, Hyperparameters, LatentStates, check_labels, trial_condition
 from dynid.runtime import resolve_device, seed_everything
 from dynid.training import TrainingOptions
 
@@ -147,6 +147,8 @@ class Forecast:
     lower: np.ndarray | None = None
     upper: np.ndarray | None = None
     level: float | None = None
+    # Interpretations a user should hear about (said on stderr), as ``Dataset.notes``.
+    notes: tuple[str, ...] = ()
 
 
 def forecast(
@@ -164,7 +166,9 @@ def forecast(
     interval: a probability (0.9) for a central predictive interval, from models that have a
     predictive distribution (UsageError for others). sample: one path drawn from the
     predictive distribution instead of its mean, the same for the same ``seed`` (models with
-    sample paths; UsageError for others and with ``interval``).
+    sample paths; UsageError for others and with ``interval``). A model whose inputs are
+    per-trial conditions (``capabilities.conditions``) given no ``future_inputs`` keeps the
+    history's condition (a note says so; DataError when it varies within the history).
     """
     if horizon < 1:
         raise UsageError(f"--horizon {horizon}: must be at least 1")
@@ -175,14 +179,19 @@ def forecast(
         check_step(model, data)
     history = data.trials[-1]
     t = history.t[-1] + model.dt_ * np.arange(1, horizon + 1)
+    notes: tuple[str, ...] = ()
+    if future_inputs is None and model.capabilities.conditions and model.inputs_:
+        future_inputs, note = _kept_condition(model, history, horizon)
+        notes = (note,)
     if sample:
         if interval is not None:
             raise UsageError("--sample draws one path, which has no interval; drop --interval or --sample")
-        return Forecast(t=t, x=model.sample(history, horizon, future_inputs, seed), variables=model.variables_)
+        return Forecast(t=t, x=model.sample(history, horizon, future_inputs, seed), variables=model.variables_,
+                        notes=notes)
     if interval is not None:
         band = model.predictive(history, horizon, future_inputs, interval)
         return Forecast(t=t, x=band.mean, variables=model.variables_, lower=band.lower,
-                        upper=band.upper, level=band.level)
+                        upper=band.upper, level=band.level, notes=notes)
     x, diverged_at = rollout(model, history, horizon, future_inputs)
     if diverged_at is not None:
         raise Diverged(
@@ -191,7 +200,19 @@ def forecast(
             step=diverged_at,
             states=x,
         )
-    return Forecast(t=t, x=x, variables=model.variables_)
+    return Forecast(t=t, x=x, variables=model.variables_, notes=notes)
+
+
+def _kept_condition(model: Backend, history: Trial, horizon: int) -> tuple[np.ndarray, str]:
+    """The future inputs (horizon, m) of a model whose inputs are per-trial conditions when
+    none are given: the history's condition, repeated (the condition is constant within a
+    trial); and the note saying so. DataError when the history lacks the inputs or they vary."""
+    if history.u is None:
+        raise DataError("the history lacks the model's input columns")
+    condition = trial_condition(history, model.inputs_, model.name, "history")
+    values = ", ".join(f"{name} = {value:g}" for name, value in zip(model.inputs_, condition))
+    note = f"no --future-inputs: the forecast keeps the history's condition ({values})"
+    return np.repeat(condition[None, :], horizon, axis=0), note
 
 
 def states(model: Backend, data: Dataset, labels: str | None = None) -> LatentStates:

@@ -33,8 +33,10 @@ def model_data_options(options: DataOptions, model: Backend) -> DataOptions:
 def future_input_rows(
     model: Backend, spec: Optional[str], horizon: int, options: DataOptions
 ) -> Optional[np.ndarray]:
-    """(horizon, m) future inputs read from ``spec`` for a model with inputs, else None."""
-    if not model.inputs_:
+    """(horizon, m) future inputs read from ``spec`` for a model with inputs, else None (also
+    without ``spec`` for a model whose inputs are per-trial conditions: ``api.forecast`` keeps
+    the history's)."""
+    if not model.inputs_ or (spec is None and model.capabilities.conditions):
         return None
     if spec is None:
         raise DataError(

@@ -395,6 +395,29 @@ def expect_array(
     return array
 
 
+# Relative spread of an input within a trial still taken as one condition (capabilities.conditions).
+CONDITION_RTOL = 1e-9
+
+
+def trial_condition(trial: Trial, names: tuple[str, ...], model: str, source: str = "data") -> np.ndarray:
+    """The condition (M,) of a trial for a backend whose inputs ``names`` are per-trial
+    conditions (``Capabilities.conditions``): its input row, which must be complete and must
+    not vary within the trial (DataError naming the column otherwise); (0,) without inputs."""
+    if trial.u is None or trial.u.shape[1] == 0:
+        return np.zeros(0)
+    for k, name in enumerate(names):
+        column = trial.u[:, k]
+        if not np.isfinite(column).all():
+            raise DataError(f"{source}: input {name!r} has missing values; the {model} model needs the "
+                            "condition of every trial")
+        if np.ptp(column) > CONDITION_RTOL * max(1.0, abs(float(column[0]))):
+            raise DataError(
+                f"{source}: input {name!r} varies within a trial; the {model} model takes its inputs "
+                "as conditions, constant within each trial (one trial per condition: --trial-column)"
+            )
+    return np.array(trial.u[0], dtype=float)
+
+
 def check_labels(data: Dataset, labels: list[np.ndarray], model: Backend) -> None:
     """UsageError unless ``model`` takes labels; ValueError unless there is one (n_samples,)
     integer array per trial of ``data``."""

@@ -106,15 +106,22 @@ def maximise_observation(trials: list[Trial], found: list[Moments], n: int) -> O
     rows = np.linalg.solve(sxx, syx[:, :, None])[:, :, 0]  # (p, k) = [C_i, D_i, c_i]
     r = (syy - np.einsum("pi,pi->p", rows, syx)) / counts
     scale = max(float(np.mean(syy / counts - (syx[:, -1] / counts) ** 2)), np.finfo(float).tiny)
+    m0, p0 = maximise_first_state(found, n)
+    return Observation(
+        c=rows[:, :n], d=rows[:, n:-1], offset=rows[:, -1], r=np.maximum(r, VARIANCE_FLOOR * scale),
+        m0=m0, p0=p0,
+    )
+
+
+def maximise_first_state(found: list[Moments], n: int) -> tuple[np.ndarray, np.ndarray]:
+    """m0 (n,) and P0 (n, n) maximising the expected log-density of the trials' first states
+    (one shared N(m0, P0)); ``n`` latent states."""
     firsts = np.stack([moment.x[0, :n] for moment in found])
     m0 = firsts.mean(axis=0)
     spread = firsts - m0
     p0 = np.mean([moment.xx[0, :n, :n] - np.outer(moment.x[0, :n], moment.x[0, :n]) for moment in found], axis=0)
     p0 = p0 + spread.T @ spread / len(found)
-    return Observation(
-        c=rows[:, :n], d=rows[:, n:-1], offset=rows[:, -1], r=np.maximum(r, VARIANCE_FLOOR * scale),
-        m0=m0, p0=0.5 * (p0 + p0.T),
-    )
+    return m0, 0.5 * (p0 + p0.T)
 
 
 def maximise(model: StateSpace, trials: list[Trial], found: list[Moments]) -> StateSpace:
