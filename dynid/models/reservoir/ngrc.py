@@ -9,8 +9,8 @@ predicts ``z_{t+1} - z_t``. Forecasts run the map in closed loop from the last
 ``(k-1)s + 1`` history samples. Unless given, the delays k, the skip s and the ridge are chosen
 together by closed-loop skill on held-out blocks of the training data, among the (k, s) whose
 long free run keeps the data's state-space occupation and spectrum
-(``readout.select_readout`` and its geometry gate: with 5 % noise, skill alone preferred
-k = 3, s = 10, whose free run is a cycle).
+(``readout.select_readout`` and its geometry gate: with 5 % noise, k = 3, s = 10 has the best
+skill when each lag setting is fitted alone, and its free run is a cycle).
 
 Why the skip is chosen: the paper's s = 1 suits its clean Lorenz samples 0.025 apart; with 5 %
 observation noise at dt 0.01, z_t - z_{t-1} is mostly noise, the fitted map's free run left the
