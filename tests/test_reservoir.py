@@ -17,7 +17,7 @@ from dynid.metrics.dsr import power_spectrum_distance, state_space_divergence
 from dynid.metrics.forecast import valid_prediction_time
 from dynid.models.reservoir.esn import INPUT_SCALINGS, LEAKS, ESN, ESNParams, ReservoirSetting
 from dynid.models.reservoir.ngrc import NGRC, NGRCParams, ngrc_features
-from dynid.models.reservoir.readout import RIDGE_GRID
+from dynid.models.reservoir.readout import RIDGE_GRID, Design, select_readout
 from dynid.systems import simulate
 
 DT = 0.025  # Gauthier et al. 2021's Lorenz sampling
@@ -112,7 +112,7 @@ def test_a_given_ridge_is_used_and_none_is_chosen_from_the_grid():
     assert skills[f"{chosen['ridge']:g}"] == max(skills.values())
 
 
-def test_esn_settings_left_unset_are_chosen_by_held_out_skill_and_given_ones_kept():
+def test_esn_settings_left_unset_are_chosen_by_skill_among_admitted_and_given_ones_kept():
     data = as_data(lorenz(500))
     model = ESN(ESNParams(units=40, washout=20, spectral_radius=0.9)).fit(data, seed=0)
     metrics = model.metrics_
@@ -122,7 +122,12 @@ def test_esn_settings_left_unset_are_chosen_by_held_out_skill_and_given_ones_kep
     assert all(label.startswith("spectral_radius=0.9,") for label in skills)
     chosen = ReservoirSetting(metrics["spectral_radius"], metrics["leak"],
                               metrics["input_scaling"])
-    assert skills[chosen.label()] == max(skills.values())
+    # Every setting's free run was measured; the chosen one has the best skill of those whose
+    # run the geometry gate admitted.
+    assert metrics["setting_free_run_geometry"].keys() == skills.keys()
+    admitted = metrics["settings_admitted_by_geometry"]
+    assert chosen.label() in admitted
+    assert skills[chosen.label()] == max(skills[label] for label in admitted)
     radius = np.max(np.abs(np.linalg.eigvals(model.arrays()["recurrent"])))
     assert radius == pytest.approx(0.9)
     assert model.arrays()["leak"][0] == metrics["leak"]
@@ -162,3 +167,51 @@ def test_model_arrays_from_before_the_settings_were_chosen_still_load(backend, p
     restored = backend.restore(params, arrays, variables=model.variables_, inputs=(), dt=model.dt_)
     history = Trial(0.01 * np.arange(150), lorenz(150))
     np.testing.assert_array_equal(restored.simulate(history, 5), model.simulate(history, 5))
+
+
+def test_geometry_gate_rejects_the_esn_setting_whose_free_run_settles_on_an_equilibrium():
+    """2,000 samples of Lorenz with 5 % noise, 100 units, the leak left to the fit (rho 0.9,
+    input scaling 0.5; the full eight-setting grid rejects it too): the leak with the best skill
+    (0.3), fitted alone, runs freely onto an equilibrium (its last samples stand still); the
+    gate measured that run's geometry and left the setting out, and the chosen model's
+    20,000-step free run stays on the attractor (D_stsp against a clean trajectory within 1,
+    where the collapsed run is above 4)."""
+    noisy = simulate("lorenz", n=2000 + TRANSIENT, dt=DT, noise=0.05, seed=1).x[TRANSIENT:]
+    data = as_data(noisy)
+    history = Trial(np.arange(len(noisy)) * DT, noisy)
+    reference = lorenz(20_000, x0=(1.0, 1.0, 1.0))
+    gated = ESN(ESNParams(units=100, spectral_radius=0.9, input_scaling=0.5)).fit(data, seed=0)
+    skills = gated.metrics_["setting_skill_steps"]
+    skill_best = max(skills, key=skills.get)
+    assert skill_best not in gated.metrics_["settings_admitted_by_geometry"]
+    values = dict(item.split("=") for item in skill_best.split(","))
+    alone = ESN(ESNParams(units=100, **{k: float(v) for k, v in values.items()})).fit(data, seed=0)
+    collapsed = alone.simulate(history, len(reference))
+    assert np.all(collapsed[-1000:].std(axis=0) < 1e-3 * noisy.std(axis=0))
+    assert state_space_divergence(reference, collapsed) > 4
+    run = gated.simulate(history, len(reference))
+    assert run[-1000:].std(axis=0).min() > 0.3 * noisy.std(axis=0).min()
+    assert state_space_divergence(reference, run) <= 1.0
+
+
+def test_the_gate_admits_free_runs_on_the_attractor_and_skill_ranks_only_those():
+    """Two settings of one regression: "still" scores more held-out steps but its free run
+    stands at a point, "moving" runs on the attractor (another clean Lorenz trajectory). With
+    the data as geometry reference the gate leaves "still" out; without, skill alone picks it."""
+    reference = lorenz(6000)[:2000]
+    on_attractor = lorenz(20_000, x0=(1.0, 1.0, 1.0))
+    rng = np.random.default_rng(0)
+    features, targets = rng.standard_normal((50, 2)), rng.standard_normal((50, 3))
+    runs = {"still": lambda w, b, steps: np.tile(reference[0], (steps, 1)),
+            "moving": lambda w, b, steps: on_attractor[:steps]}
+    skill = {"still": 120.0, "moving": 80.0}
+
+    def design(name: str) -> Design:
+        return Design(features, targets,
+                      lambda weights, bias, held_out: np.full(len(weights), skill[name]),
+                      runs[name])
+
+    chosen, _, _, scores = select_readout(["still", "moving"], design, None, reference)
+    assert chosen == "moving"
+    assert [score.admissible for score in scores] == [False, True]
+    assert select_readout(["still", "moving"], design, None)[0] == "still"
