@@ -243,7 +243,7 @@ def ccm(data: Dataset, settings: CausalSettings, params: CCMParams) -> CausalGra
     steps.finish("ccm: cross maps")
     steps.start("ccm: convergence and surrogate tests")
     nulls = _Nulls(series, targets, best_lag, peak_at_zero, lags, rng)
-    p_tests, n_done = sequential_pvalues(
+    p_tests, n_done, _ = sequential_pvalues(
         nulls.draw, len(nulls.pairs), n_null, alpha=settings.alpha,
         correction=settings.correction,  # type: ignore[arg-type]
         stop_after=params.stop_after or None,
