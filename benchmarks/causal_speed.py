@@ -10,7 +10,7 @@ seed 0); truth x_{i-2}, x_{i-1}, x_{i+1} -> x_i. Each method runs once through
 seed 0, BLAS and torch at 2 threads (the goal is "on 2 cores"). Recorded per method: wall
 seconds and CPU seconds of this process and its worker processes (on a machine shared with other jobs, CPU seconds of a
 single-threaded method are what an idle machine's wall time would be), off-diagonal AUROC / AUPRC of its ``score_matrix``, and its significant links
-(source, target, lag). With ``--reference`` the links are compared with an earlier run (e.g. of
+(source, target, lag); for te and ccm the null samples drawn and the worker processes. With ``--reference`` the links are compared with an earlier run (e.g. of
 the code before a speed-up): the "same answers" check. Goal (issue 16): every method < 30 s.
 """
 
@@ -60,6 +60,13 @@ def run(methods: list[str], threads: int) -> dict:
             "n_links": len(links),
             "links": links,
         }
+        for key in ("permutations_done", "null_samples_done"):  # te, ccm: their null samples
+            if key in graph.extra:
+                out["methods"][name]["null_samples"] = int(np.sum(graph.extra[key]))
+        if "normal_null" in graph.extra:  # te: tests settled by the fitted normal null
+            out["methods"][name]["normal_null_tests"] = int(np.sum(graph.extra["normal_null"]))
+        if "workers" in graph.extra:
+            out["methods"][name]["workers"] = graph.extra["workers"]
         print(f"{name:>10}: {seconds:7.1f} s wall, {cpu:7.1f} s CPU  AUROC {out['methods'][name]['auroc']:.3f}  "
               f"{len(links)} links", flush=True)
     out["machine"]["loadavg_end"] = list(os.getloadavg())
