@@ -40,10 +40,12 @@ def default_workers() -> int:
 
 
 class Mapper(Generic[S]):
-    """``map(function, items)``: ``[function(state, item) for item in items]``, in order."""
+    """``map(function, items)``: ``[function(state, item) for item in items]``, in order, over
+    ``workers`` processes."""
 
-    def __init__(self, call: Callable[[Callable[[S, T], R], Sequence[T]], list[R]]) -> None:
-        self._call = call
+    def __init__(self, call: Callable[[Callable[[S, T], R], Sequence[T]], list[R]],
+                 workers: int) -> None:
+        self._call, self.workers = call, workers
 
     def map(self, function: Callable[[S, T], R], items: Sequence[T]) -> list[R]:
         return self._call(function, items)
@@ -55,7 +57,7 @@ def worker_pool(workers: int, build: Callable[[P], S], problem: P) -> Iterator[M
     function mapped must be module-level functions (they are pickled by name)."""
     if workers <= 1:
         state = build(problem)
-        yield Mapper(lambda function, items: [function(state, item) for item in items])
+        yield Mapper(lambda function, items: [function(state, item) for item in items], 1)
         return
     import multiprocessing
     from concurrent.futures import ProcessPoolExecutor
@@ -64,7 +66,7 @@ def worker_pool(workers: int, build: Callable[[P], S], problem: P) -> Iterator[M
                                initializer=_start_worker, initargs=(build, problem))
     try:
         yield Mapper(lambda function, items: list(pool.map(functools.partial(_call, function),
-                                                            items)))
+                                                            items)), workers)
     except BaseException:
         processes = list((pool._processes or {}).values())  # no public way to reach the workers
         pool.shutdown(wait=False, cancel_futures=True)

@@ -143,7 +143,7 @@ class TransferEntropy(CausalMethod):
         )
         problem = _Problem(lagged_rows(data, start, start), params,
                            int(np.random.SeedSequence(settings.seed).entropy))
-        # (source, target, lag - 1) of every test, grouped by target (a task per target)
+        # (source, target, lag - 1) of every test
         links = [(j, i, lag - 1) for i in range(d) for j in range(d) if j != i
                  for lag in range(1, lags + 1)]
         workers = params.workers or (
@@ -245,6 +245,15 @@ def _observe(state: _Targets, target: int) -> np.ndarray:
 
 # A request: (test, source, target, lag - 1, count, need, samples done before) per test.
 _Request = list[tuple[int, int, int, int, int, int, int]]
+# A test to draw for, sorted by target: (target, test, source, lag - 1, need).
+_Item = tuple[int, int, int, int, int]
+
+
+def _chunks(items: list[_Item], count: int) -> list[list[_Item]]:
+    """``items`` in at most ``count`` consecutive chunks of nearly equal size, none empty."""
+    count = max(1, min(count, len(items)))
+    bounds = np.linspace(0, len(items), count + 1).round().astype(int)
+    return [items[a:b] for a, b in zip(bounds[:-1], bounds[1:])]
 
 
 def _null_values(state: _Targets, request: _Request) -> list[np.ndarray]:
@@ -259,8 +268,9 @@ def _null_values(state: _Targets, request: _Request) -> list[np.ndarray]:
 
 
 class _NullDraws:
-    """``montecarlo.Draw`` over the worker pool, one task per target; keeps each test's null
-    values for ``normal_fit``. links: (source, target, lag - 1) per test; te: (d, d, lags)."""
+    """``montecarlo.Draw`` over the worker pool, the tests in chunks ordered by target; keeps
+    each test's null values for ``normal_fit``. links: (source, target, lag - 1) per test; te:
+    (d, d, lags)."""
 
     def __init__(self, pool: Mapper[_Targets], links: list[tuple[int, int, int]],
                  te: np.ndarray) -> None:
@@ -270,16 +280,20 @@ class _NullDraws:
 
     def __call__(self, tests: np.ndarray, count: int,
                  need: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        requests: dict[int, _Request] = {}
-        for test, n in zip(tests.tolist(), need.tolist()):
-            source, target, slot = self.links[test]
-            requests.setdefault(target, []).append(
-                (test, source, target, slot, count, n, self.null[test].size))
+        items = sorted(
+            (self.links[test][1], test, self.links[test][0], self.links[test][2], int(n))
+            for test, n in zip(tests.tolist(), need.tolist())
+        )  # by target: a task's tests share estimators
+        # About four tasks per worker, so that one slow task leaves no worker idle for long.
+        requests: list[_Request] = [
+            [(test, source, target, slot, count, n, self.null[test].size)
+             for target, test, source, slot, n in chunk]
+            for chunk in _chunks(items, 4 * self.pool.workers)
+        ]
         exceed = np.zeros(tests.size, dtype=np.int64)
         done = np.zeros(tests.size, dtype=np.int64)
         position = {test: k for k, test in enumerate(tests.tolist())}
-        for request, values in zip(requests.values(),
-                                   self.pool.map(_null_values, list(requests.values()))):
+        for request, values in zip(requests, self.pool.map(_null_values, requests)):
             for (test, *_), new in zip(request, values):
                 self.null[test] = np.concatenate([self.null[test], new])
                 exceed[position[test]] = np.sum(new >= self.observed[test])
