@@ -146,7 +146,8 @@ def test_trials_do_not_mix_and_seed_reproduces():
     assert [e.p_value for e in two.edges] == [e.p_value for e in again.edges]
 
 
-@pytest.mark.parametrize("bad", ["history=0", "k=0", "condition_on=other", "n_permutations=0"])
+@pytest.mark.parametrize("bad", ["history=0", "k=0", "condition_on=other", "n_permutations=0",
+                                 "fit_null=5", "workers=-1"])
 def test_bad_params(bad: str):
     with pytest.raises(UsageError):
         TEParams.parse([bad])

@@ -49,7 +49,7 @@ FIRST_ROUND = 99
 # level: at 1% about one test in a hundred falls back to sampling by chance alone.
 NORMALITY_LEVEL = 0.01
 # Fewest null values a normal null is fitted to (Shapiro-Wilk has next to no power below).
-_FEWEST_TO_FIT = 8
+FEWEST_TO_FIT = 8
 
 # draw(tests, count, need) -> (exceedances, done), each (len(tests),): up to ``count`` more null
 # samples of each test in ``tests`` (indices), a test stopping early once ``need[k]`` of them
@@ -116,7 +116,7 @@ def normal_null_pvalues(
     for i, values in enumerate(null):
         n = values.size
         sd = values.std(ddof=1) if n > 1 else 0.0
-        if n < _FEWEST_TO_FIT or not sd > 0:
+        if n < FEWEST_TO_FIT or not sd > 0:
             continue
         z = (observed[i] - values.mean()) / sd
         p[i] = stats.t.sf(z / np.sqrt(1.0 + 1.0 / n), n - 1)

@@ -59,7 +59,12 @@ from dynid.causal.common import (
 from dynid.causal.fdr import adjust_pvalues
 from dynid.causal.graph import CausalGraph, lagged_edges, pair_scores
 from dynid.causal.knn import CMIEstimator, NullSampler
-from dynid.causal.montecarlo import FIRST_ROUND, normal_null_pvalues, sequential_pvalues
+from dynid.causal.montecarlo import (
+    FEWEST_TO_FIT,
+    FIRST_ROUND,
+    normal_null_pvalues,
+    sequential_pvalues,
+)
 from dynid.causal.pool import Mapper, default_workers, worker_pool
 from dynid.data.dataset import Dataset
 from dynid.params import Hyperparameters, param
@@ -104,9 +109,10 @@ class TEParams(Hyperparameters):
             or self.n_permutations < 1
         ):
             raise ValueError(f"n_permutations must be >= 1 or none, got {self.n_permutations!r}")
-        if isinstance(self.fit_null, bool) or not isinstance(self.fit_null, int) or (
-                0 < self.fit_null < 3 or self.fit_null < 0):
-            raise ValueError(f"fit_null must be 0 or a whole number >= 3, got {self.fit_null!r}")
+        if isinstance(self.fit_null, bool) or not isinstance(self.fit_null, int) or not (
+                self.fit_null == 0 or self.fit_null >= FEWEST_TO_FIT):
+            raise ValueError(f"fit_null must be 0 or a whole number >= {FEWEST_TO_FIT}, got "
+                             f"{self.fit_null!r}")
         if self.condition_on not in ("target", "all"):
             raise ValueError(f"condition_on must be target or all, got {self.condition_on!r}")
 
