@@ -107,7 +107,7 @@ def normal_draw(shift: np.ndarray, seed: int):
 def test_normal_null_pvalue_is_uniform_under_a_normal_null():
     # The prediction-interval p-value is exact: statistic and null values from one normal.
     rng = np.random.default_rng(5)
-    values = rng.normal(3.0, 2.0, (4000, 40))
+    values = rng.normal(3.0, 2.0, (1500, 40))
     p, low, high, trusted = normal_null_pvalues(values[:, 0], list(values[:, 1:]))
     assert stats.kstest(p, "uniform").pvalue > 0.01
     assert np.mean(trusted) > 0.97  # Shapiro-Wilk at 1% rejects about 1% of normal samples
