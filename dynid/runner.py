@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import Optional, TypeVar
 
 from dynid.errors import UsageError
+from dynid.runtime import available_cores
 
 # What a directory given as DATA expands to.
 DATA_SUFFIXES = (".csv", ".tsv", ".csv.gz", ".tsv.gz", ".h5", ".hdf5")
@@ -187,11 +188,6 @@ def output_is_valid(path: str) -> bool:
 
 
 # ------------------------------------------------------------------------------------- executors
-def available_cores() -> int:
-    """The cores this process may run on (a SLURM or cgroup allocation, not the whole node)."""
-    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
-
-
 def worker_threads(jobs: int, cores: Optional[int] = None) -> int:
     """BLAS/torch threads per worker so that ``jobs`` x threads <= cores (at least 1)."""
     return max(1, (available_cores() if cores is None else cores) // jobs)

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import contextlib
 import math
+import os
 import re
 import sys
 import time
@@ -25,6 +26,11 @@ _CUDA_INDEX = re.compile(r"cuda:(\d+)")
 # 2000 rows in minibatches of 200) 7.4 s vs 158 s. A second thread gains nothing on dynid's small
 # networks and, when another process holds the other core, makes every op wait for it.
 DEFAULT_TORCH_THREADS = 1
+
+
+def available_cores() -> int:
+    """The cores this process may run on (a SLURM or cgroup allocation, not the whole node)."""
+    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
 
 
 def resolve_device(requested: str, name: str, supports_cuda: bool) -> str:

@@ -123,3 +123,15 @@ def test_bad_data():
         method.discover(Dataset.from_arrays(x[:100]), settings)
     with pytest.raises(DataError, match="Theiler window of 100"):
         CCM(CCMParams(theiler=100)).discover(Dataset.from_arrays(x), settings)
+
+
+def test_worker_processes_give_the_same_answers():
+    # Each target draws its libraries and shifts from its own stream (seed, target, samples
+    # drawn), so the split of the targets over processes does not change a number.
+    x = simulate("logistic-coupled", n=400).x
+    one, two = (ccm_graph(x, params=[f"workers={w}", "max_E=4", "n_samples=5"], max_lag=2)
+                for w in (1, 2))
+    assert one.extra["workers"] == 1 and two.extra["workers"] == 2
+    for key in ("cross_map_skill", "rho_curve", "p_value_raw", "null_samples_done"):
+        np.testing.assert_array_equal(one.extra[key], two.extra[key])
+    assert significant_pairs(two) == {("x", "y")}

@@ -77,9 +77,11 @@ def test_nonlinear_coupling_direction():
     assert not {e for e in found if e[0] == "y"}
 
 
-def test_condition_on_all_removes_an_indirect_link():
+@pytest.mark.parametrize("fit_null", [0, 39])
+def test_condition_on_all_removes_an_indirect_link(fit_null: int):
     # x -> y -> z, each at lag 1. Given only z's own past, x(t-2) predicts z(t) through y(t-1);
-    # conditioning on y's past as well removes that path.
+    # conditioning on y's past as well removes that path. fit_null=0: permutation p-values, the
+    # indirect link at their floor 1/50; 39: the fitted normal null resolves it far below that.
     rng = np.random.default_rng(4)
     n = 400
     e = rng.standard_normal((n + 50, 3))
@@ -91,13 +93,18 @@ def test_condition_on_all_removes_an_indirect_link():
     data = Dataset.from_arrays(v[50:], variables=["x", "y", "z"])
     settings = CausalSettings(max_lag=2, seed=0, correction="none")
     runs = {
-        condition: TransferEntropy(TEParams(condition_on=condition, n_permutations=49))
+        condition: TransferEntropy(TEParams(condition_on=condition, n_permutations=49,
+                                            fit_null=fit_null))
         .discover(data, settings)
         for condition in ("target", "all")
     }
     indirect = (0, 2, 1)  # [x][z][lag 2]
     assert runs["target"].extra["transfer_entropy"][indirect] > 0.3
-    assert runs["target"].extra["p_value_raw"][indirect] == pytest.approx(1 / 50)
+    if fit_null:
+        assert runs["target"].extra["normal_null"][indirect]
+        assert runs["target"].extra["p_value_raw"][indirect] < 1e-6
+    else:
+        assert runs["target"].extra["p_value_raw"][indirect] == pytest.approx(1 / 50)
     assert abs(runs["all"].extra["transfer_entropy"][indirect]) < 0.05
     assert runs["all"].extra["p_value_raw"][indirect] > 0.1
     assert {("x", "y", 1), ("y", "z", 1)} <= significant(runs["all"])
@@ -139,7 +146,8 @@ def test_trials_do_not_mix_and_seed_reproduces():
     assert [e.p_value for e in two.edges] == [e.p_value for e in again.edges]
 
 
-@pytest.mark.parametrize("bad", ["history=0", "k=0", "condition_on=other", "n_permutations=0"])
+@pytest.mark.parametrize("bad", ["history=0", "k=0", "condition_on=other", "n_permutations=0",
+                                 "fit_null=5", "workers=-1"])
 def test_bad_params(bad: str):
     with pytest.raises(UsageError):
         TEParams.parse([bad])
@@ -151,3 +159,16 @@ def test_bad_data():
     settings = CausalSettings(max_lag=2, seed=0)
     with pytest.raises(DataError, match="60 rows"):
         TransferEntropy().discover(Dataset.from_arrays(good[:40]), settings)
+
+
+def test_worker_processes_give_the_same_answers():
+    # Every test draws its null values from its own stream (seed, test, samples done), so the
+    # split of the tests over processes does not change a number.
+    x = coupled_pair(300, lambda v: 0.6 * v, seed=5)
+    x = np.column_stack([x, np.random.default_rng(5).standard_normal(300)])
+    one, two = (te_graph(x, names=("x", "y", "w"), params=[f"workers={w}"], max_lag=1)
+                for w in (1, 2))
+    assert one.extra["workers"] == 1 and two.extra["workers"] == 2
+    for key in ("transfer_entropy", "p_value_raw", "permutations_done", "normal_null"):
+        np.testing.assert_array_equal(one.extra[key], two.extra[key])
+    assert ("x", "y", 1) in significant(two)

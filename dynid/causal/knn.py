@@ -138,9 +138,8 @@ class CMIEstimator:
     def null_sampler(self, x: np.ndarray, *, k_perm: int = 5, rng: Rng) -> NullSampler:
         """The estimate for ``x`` and a source of its permutation null values, drawn on demand
         (for sequential tests, ``montecarlo.py``)."""
-        generator = np.random.default_rng(rng)
         xp = self._prepare_x(x)
-        return NullSampler(self, xp, self._estimate_prepared(xp), self._shuffler(k_perm, generator))
+        return NullSampler(self, xp, self._estimate_prepared(xp), k_perm, np.random.default_rng(rng))
 
     def _prepare_x(self, x: np.ndarray) -> np.ndarray:
         xp = _prepare(x, _X)
@@ -187,21 +186,31 @@ class CMIEstimator:
 
 
 class NullSampler:
-    """Permutation null values of one estimate: ``observed`` and ``run``."""
+    """Permutation null values of one estimate: ``observed``, ``run`` and ``values``."""
 
-    def __init__(self, estimator: CMIEstimator, x: np.ndarray, observed: float,
-                 shuffle: Callable[[], np.ndarray]) -> None:
-        self.estimator, self.x, self.observed, self.shuffle = estimator, x, observed, shuffle
+    def __init__(self, estimator: CMIEstimator, x: np.ndarray, observed: float, k_perm: int,
+                 rng: np.random.Generator) -> None:
+        self.estimator, self.x, self.observed, self.k_perm = estimator, x, observed, k_perm
+        self.shuffle = estimator._shuffler(k_perm, rng)
 
     def run(self, count: int, need: int) -> tuple[int, int]:
         """(exceedances, permutations done): up to ``count`` permutations, stopping once
         ``need`` null values reached ``observed``."""
+        values = self.values(count, need)
+        return int(np.sum(values >= self.observed)), values.size
+
+    def values(self, count: int, need: int, rng: np.random.Generator | None = None) -> np.ndarray:
+        """Up to ``count`` null values (permutations of ``x``), stopping after the one with which
+        ``need`` of them reached ``observed``; drawn with ``rng`` (default: the sampler's own)."""
+        shuffle = self.shuffle if rng is None else self.estimator._shuffler(self.k_perm, rng)
+        out = np.empty(count)
         exceed = 0
-        for done in range(1, count + 1):
-            exceed += self.estimator._estimate_prepared(self.x[self.shuffle()]) >= self.observed
+        for done in range(count):
+            out[done] = self.estimator._estimate_prepared(self.x[shuffle()])
+            exceed += out[done] >= self.observed
             if exceed >= need:
-                return int(exceed), done
-        return int(exceed), count
+                return out[: done + 1]
+        return out
 
 
 def restricted_permutation(neighbours: np.ndarray, rng: np.random.Generator) -> np.ndarray:
