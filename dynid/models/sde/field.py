@@ -62,16 +62,17 @@ class DriftField:
 
     def paths(self, start: np.ndarray, weights: np.ndarray, steps: int, substeps: int, step: float,
               rng: np.random.Generator) -> np.ndarray:
-        """Euler-Maruyama paths of dz = f(z) dt + dW for n particles: start (n, D), weights
-        (n, M, D) each particle's drift function, ``steps`` samples of ``substeps`` grid steps
-        of ``step``. Returns (steps, n, D), the states after each sample interval."""
+        """Euler-Maruyama paths of dz = f(z) dt + dW: start (..., n, D) the particles' states,
+        weights (n, M, D) the n particles' drift functions (shared over the leading axes, e.g.
+        one start per history), ``steps`` samples of ``substeps`` grid steps of ``step``.
+        Returns (steps, ..., n, D), the states after each sample interval."""
         z = np.array(start, dtype=float)
         out = np.empty((steps, *z.shape))
         root = np.sqrt(step)
         for k in range(steps):
             for _ in range(substeps):
-                drift = np.einsum("nm,nmd->nd", self._features(z), weights)
+                features = self._features(z.reshape(-1, z.shape[-1])).reshape(*z.shape[:-1], -1)
+                drift = np.einsum("...nm,nmd->...nd", features, weights)
                 z = z + step * drift + root * rng.standard_normal(z.shape)
             out[k] = z
         return out
-

@@ -44,6 +44,9 @@ INFER_STEPS = 100
 INFER_TOL = 1e-5
 # The seed of the particles behind forecast means and intervals (--sample takes --seed).
 FORECAST_SEED = 0
+# One-step predictions of many samples (the report's residuals) run their particles in blocks
+# of about this many states, which bounds the memory of the kernel features (states x M x D).
+PARTICLE_STATES = 50_000
 
 
 @dataclass(frozen=True)
@@ -145,8 +148,10 @@ class GPSDE(Backend):
     """
 
     name = "gpsde"
-    summary = ("latent SDE with a sparse Gaussian-process drift, fitted by natural-gradient "
-               "variational inference (SING); intervals, sample paths, latent states")
+    summary = ("latent SDE dz = f(z) dt + dW with a sparse Gaussian-process drift, fitted by "
+               "natural-gradient variational inference (SING); the diffusion is fixed at the "
+               "identity, so the latent's scale is the noise's and the read-out C carries the "
+               "data's; intervals, sample paths, latent states")
     Params = GPSDEParams
     capabilities = Capabilities(uniform_steps=True, nan=True, stochastic=True, training=True)
 
@@ -214,11 +219,18 @@ class GPSDE(Backend):
             sds=np.sqrt(np.einsum("nii->ni", found.covs[grid.observed])),
         )
 
-    def _latent_paths(self, history: Trial, steps: int, particles: int, rng: np.random.Generator) -> np.ndarray:
-        """Latent paths (steps, particles, D) from q(z) at the end of ``history``."""
-        _, posterior = self._posterior([history.slice(-HISTORY_WINDOW)])
+    def _latent_paths(self, histories: list[Trial], steps: int, particles: int,
+                      rng: np.random.Generator) -> np.ndarray:
+        """Latent paths (steps, H, particles, D) from q(z) at the end of each of the H
+        ``histories`` (one inference over all of them, laid end to end); particle j runs the
+        j-th drift function drawn from q(u) after every history."""
+        windows = [history.slice(-HISTORY_WINDOW) for history in histories]
+        grid, posterior = self._posterior(windows)
+        ends = grid.observed[np.cumsum([window.n_samples for window in windows]) - 1]
         found = posterior.moments
-        start = rng.multivariate_normal(found.means[-1], found.covs[-1], size=particles)
+        factor = np.linalg.cholesky(found.covs[ends])  # (H, D, D)
+        noise = rng.standard_normal((len(windows), particles, self.model_.n_latent))
+        start = found.means[ends][:, None, :] + np.einsum("hij,hpj->hpi", factor, noise)
         weights = self.field_.sample_weights(rng, particles)
         substeps = self.params.substeps  # type: ignore[attr-defined]
         return self.field_.paths(start, weights, steps, substeps, self.dt_ / substeps, rng)
@@ -234,8 +246,24 @@ class GPSDE(Backend):
     def _simulate(self, history: Trial, steps: int, future_inputs: np.ndarray | None) -> np.ndarray:
         """The predictive mean: the average of ``particles`` paths."""
         rng = np.random.default_rng(FORECAST_SEED)
-        paths = self._latent_paths(history, steps, self.params.particles, rng)  # type: ignore[attr-defined]
+        paths = self._latent_paths([history], steps, self.params.particles, rng)[:, 0]  # type: ignore[attr-defined]
         return self._observed(paths, None).mean(axis=1)
+
+    def one_step_predictions(self, trial: Trial, count: int) -> np.ndarray:
+        """The predictive means (m, p) of the last m = min(count, n - 1) samples of ``trial``,
+        each from the sample before it (as ``simulate``), by one inference and one particle
+        step for a block of samples at once instead of one of each per sample."""
+        self._check_history(trial, 1, None)
+        m = max(min(count, trial.n_samples - 1), 0)
+        histories = [trial.slice(k - 1, k) for k in range(trial.n_samples - m, trial.n_samples)]
+        particles = self.params.particles  # type: ignore[attr-defined]
+        block = max(1, PARTICLE_STATES // particles)
+        rng = np.random.default_rng(FORECAST_SEED)
+        means = np.zeros((m, self.n_variables))
+        for first in range(0, m, block):
+            paths = self._latent_paths(histories[first:first + block], 1, particles, rng)[0]  # (H, particles, D)
+            means[first:first + block] = self._observed(paths, None).mean(axis=1)
+        return means
 
     def predictive(self, history: Trial, steps: int, future_inputs: np.ndarray | None,
                    level: float) -> PredictiveInterval:
@@ -244,7 +272,7 @@ class GPSDE(Backend):
             raise UsageError(f"--interval {level}: the level must lie strictly between 0 and 1")
         self._check_history(history, steps, future_inputs)
         rng = np.random.default_rng(FORECAST_SEED)
-        paths = self._latent_paths(history, steps, self.params.particles, rng)  # type: ignore[attr-defined]
+        paths = self._latent_paths([history], steps, self.params.particles, rng)[:, 0]  # type: ignore[attr-defined]
         noisy = self._observed(paths, rng)
         lower, upper = np.quantile(noisy, [0.5 - level / 2, 0.5 + level / 2], axis=1)
         return PredictiveInterval(mean=self._observed(paths, None).mean(axis=1), lower=lower, upper=upper, level=level)
@@ -253,7 +281,7 @@ class GPSDE(Backend):
         """One path of the observed variables (steps, p), observation noise included."""
         self._check_history(history, steps, future_inputs)
         rng = np.random.default_rng(0 if seed is None else seed % 2**64)
-        return self._observed(self._latent_paths(history, steps, 1, rng)[:, 0], rng)
+        return self._observed(self._latent_paths([history], steps, 1, rng)[:, 0, 0], rng)
 
     def drift_on_grid(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """States (G, D) on a regular grid over the inducing points, the posterior mean drift
