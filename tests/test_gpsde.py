@@ -42,20 +42,29 @@ def double_well(n: int, seed: int, dt: float = DT) -> tuple[np.ndarray, np.ndarr
 def stationary_bins(edges: np.ndarray) -> np.ndarray:
     """The true stationary probability of y in each bin: p(z) proportional to
     exp(2 (z^2/2 - z^4/4) / SIGMA^2), read out with the observation noise."""
+    z = np.linspace(-3, 3, 6001)
+    return observed_bins(z, np.exp(2 * (z**2 / 2 - z**4 / 4) / SIGMA**2), edges)
+
+
+def observed_bins(z: np.ndarray, density: np.ndarray, edges: np.ndarray) -> np.ndarray:
+    """The probability of y = GAIN z + OFFSET + N(0, NOISE^2) in each bin of ``edges`` for z of
+    the law ``density`` (unnormalised) on the fine grid ``z``."""
     from scipy.stats import norm
 
-    z = np.linspace(-3, 3, 6001)
-    density = np.exp(2 * (z**2 / 2 - z**4 / 4) / SIGMA**2)
-    density /= density.sum()
     cdf = norm.cdf((edges[None, :] - (GAIN * z + OFFSET)[:, None]) / NOISE)
-    return density @ np.diff(cdf, axis=1)
+    return density / density.sum() @ np.diff(cdf, axis=1)
+
+
+def kl_edges(bins: int = 40) -> np.ndarray:
+    """The bins of ``histogram_kl``: the truth's 0.1 % to 99.9 % of y."""
+    return np.linspace(GAIN * -1.9 + OFFSET, GAIN * 1.9 + OFFSET, bins + 1)
 
 
 def histogram_kl(y: np.ndarray, bins: int = 40) -> float:
     """KL(truth || histogram of y) over ``bins`` bins spanning the truth's 0.1 % to 99.9 %
     of y (the sample's mass outside them in the end bins), with half a count per bin so an
     empty bin is finite."""
-    edges = np.linspace(GAIN * -1.9 + OFFSET, GAIN * 1.9 + OFFSET, bins + 1)
+    edges = kl_edges(bins)
     truth = stationary_bins(edges)
     truth /= truth.sum()
     counts = np.histogram(np.clip(y, edges[0], edges[-1]), edges)[0] + 0.5
@@ -240,6 +249,22 @@ def test_interval_coverage_of_one_step_forecasts():
         band = model.predictive(Trial(DT * np.arange(end - 100, end), y[end - 100:end, None]), 1, None, 0.9)
         hits.append(band.lower[0, 0] <= y[end] <= band.upper[0, 0])
     assert 0.8 <= np.mean(hits) <= 0.98
+
+
+def test_one_step_predictions_at_once_match_one_forecast_per_sample():
+    # The report's residuals predict many samples in one inference and particle pass; each
+    # prediction is the one-step forecast from the sample before it, up to particle noise.
+    from dynid.models.base import Backend
+
+    model, trial = fitted_double_well(), double_well_data()[1].trials[0]
+    at_once = model.one_step_predictions(trial, 30)
+    one_by_one = Backend.one_step_predictions(model, trial, 30)
+    assert at_once.shape == (30, 1)
+    # Particle noise: sd ~ 0.01 with 500 particles; predicting from the wrong sample would be
+    # off by the sample-to-sample change (rms ~ 0.4 here).
+    assert np.max(np.abs(at_once - one_by_one)) < 0.05
+    assert np.sqrt(np.mean((trial.x[-30:] - trial.x[-31:-1]) ** 2)) > 0.2
+    assert model.one_step_predictions(trial.slice(0, 1), 30).shape == (0, 1)
 
 
 def test_states_follow_the_true_latent_within_their_sds():
