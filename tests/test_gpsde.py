@@ -6,6 +6,7 @@ sampled free run, seeded samples, latent states)."""
 from __future__ import annotations
 
 import functools
+from dataclasses import replace
 
 import numpy as np
 import pytest
@@ -157,7 +158,8 @@ def _random_walk(n: int, seed: int) -> tuple[list[Trial], sing.Grid, sing.SDEMod
     inducing = np.linspace(-2, 2, 5)[:, None]
     k = gram(inducing, inducing, 1.0, 1.0) + sing.JITTER * np.eye(5)
     prior = sing.InducingPosterior(np.zeros((5, 1)), k)
-    return trials, sing.lay_out(trials, DT, 1), sing.SDEModel(sing.Kernel(1.0, 1.0, inducing), prior, _readout(c))
+    model = sing.SDEModel(sing.Kernel(1.0, 1.0, inducing), prior, _readout(c), trend=np.zeros((2, 1)))
+    return trials, sing.lay_out(trials, DT, 1), model
 
 
 def _readout(c: np.ndarray) -> Observation:
@@ -188,12 +190,12 @@ def test_the_closed_form_inducing_posterior_is_the_optimum():
     posterior = sing.start(grid, model)
     best = sing.update_drift(posterior, grid, model)
     at_best = sing.elbo(sing.evaluate(posterior.natural, posterior.moments, grid, best, 1.0), best)
-    collapsed = float(sing.collapsed_drift_bound(posterior, grid, best.kernel))
+    collapsed = float(sing.collapsed_drift_bound(posterior, grid, best.kernel, best.trend))
     rng = np.random.default_rng(0)
     for _ in range(3):
         shifted = sing.InducingPosterior(best.drift.mean + 0.05 * rng.normal(size=best.drift.mean.shape),
                                          best.drift.cov * 1.1)
-        other = sing.SDEModel(best.kernel, shifted, best.readout)
+        other = replace(best, drift=shifted)
         assert sing.elbo(sing.evaluate(posterior.natural, posterior.moments, grid, other, 1.0), other) < at_best
     # The collapsed bound is the drift's part of the ELBO at that optimum: what remains is the
     # same as under the prior q(u) = p(u), whose drift part is -step/2 n s^2 (KL 0).
@@ -202,11 +204,41 @@ def test_the_closed_form_inducing_posterior_is_the_optimum():
     assert at_best - collapsed == pytest.approx(drift_free - prior_part, abs=1e-8)
 
 
+def test_the_closed_form_trend_is_the_optimum():
+    trials, grid, model = _random_walk(80, seed=4)
+    posterior = sing.start(grid, model)
+    model = sing.update_drift(posterior, grid, model)
+    best = sing.update_trend(posterior, grid, model)
+    assert np.any(best.trend != 0)
+
+    def elbo(m: sing.SDEModel) -> float:
+        return sing.elbo(sing.evaluate(posterior.natural, posterior.moments, grid, m, 1.0), m)
+
+    at_best = elbo(best)
+    assert at_best > elbo(model)  # the zero trend it started from
+    for shift in ([[0.05], [0.0]], [[0.0], [-0.05]], [[-0.03], [0.03]]):
+        assert elbo(replace(best, trend=best.trend + np.array(shift))) < at_best
+
+
 # -- the double well -------------------------------------------------------------------------------
 def test_the_drift_has_the_double_wells_zeros_and_their_stability():
     zeros, slopes = drift_zeros(fitted_double_well())
     np.testing.assert_allclose(zeros, [-1.0, 0.0, 1.0], atol=0.1)
     assert slopes[0] < 0 and slopes[1] > 0 and slopes[2] < 0  # stable, unstable, stable
+
+
+def test_free_runs_return_from_far_out():
+    # Far from the data a zero-mean GP drift fades to zero (or to a prior draw), and a free run
+    # that wanders there never comes back; the fitted prior mean restores it, in the posterior
+    # mean and in every drawn drift function alike.
+    model = fitted_double_well()
+    field = model.field_
+    inducing = model.model_.kernel.inducing[:, 0]
+    width = inducing.max() - inducing.min()
+    far = np.array([[inducing.min() - 3 * width], [inducing.max() + 3 * width]])
+    drawn = field.drawn_at(np.repeat(far[:, None, :], 20, axis=1), field.sample_weights(np.random.default_rng(0), 20))
+    for drift in (field.mean_at(far)[:, None, :], drawn):  # (2 points, functions, 1)
+        assert np.all(drift[0, :, 0] > 0.5) and np.all(drift[1, :, 0] < -0.5)
 
 
 def test_the_elbo_rises_every_iteration():

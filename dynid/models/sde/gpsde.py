@@ -1,11 +1,13 @@
 """``gpsde``: a latent SDE with a Gaussian-process drift, fitted by SING (``sing.py``).
 
-    dz = f(z) dt + dW,   f ~ GP(0, RBF) through M inducing points,   y_t = C z_t + c + v_t,
-    v_t ~ N(0, diag(r)); the diffusion is fixed at the identity (it sets the latent scale).
+    dz = f(z) dt + dW,   f ~ GP(h, RBF) through M inducing points,   y_t = C z_t + c + v_t,
+    v_t ~ N(0, diag(r)); the diffusion is fixed at the identity (it sets the latent scale); the
+    prior mean h(z) = A z + b is fitted (it restores free runs that leave the data's range).
 
 Variational EM, one outer iteration per epoch of dynid's training loop (progress,
 ``--max-time``, ``--checkpoint``/``--resume``): ``e_steps`` SING natural-gradient steps on
-q(z), q(u) in closed form with the kernel's variance and lengthscale by L-BFGS on the ELBO, then
+q(z), the trend h and q(u) in closed form with the kernel's variance and lengthscale by L-BFGS
+on the ELBO, then
 C, c, r and the first states' prior in closed form. Forecasts condition q(z) on the history
 (its last ``HISTORY_WINDOW`` samples) and run ``particles`` Euler-Maruyama paths, each from a
 draw of q(z) at the last sample with its own drift function drawn from q(u): the forecast is
@@ -84,6 +86,7 @@ class SINGTraining:
         grid, model = self.grid, self.model
         try:
             posterior = sing.sing_steps(self.posterior, grid, model, self.params.e_steps)
+            model = sing.update_trend(posterior, grid, model)
             model = sing.update_kernel(posterior, grid, model)
             model = sing.update_readout(posterior, grid, self.trials, model)
         except (RuntimeError, np.linalg.LinAlgError) as exc:  # a Cholesky factor that does not exist
@@ -121,7 +124,7 @@ def _model_arrays(model: sing.SDEModel) -> dict[str, np.ndarray]:
         "inducing_points": kernel.inducing, "kernel": np.array([kernel.variance, kernel.lengthscale]),
         "inducing_mean": model.drift.mean, "inducing_cov": model.drift.cov,
         "C": readout.c, "offset": readout.offset, "R": readout.r,
-        "initial_mean": readout.m0, "initial_cov": readout.p0,
+        "initial_mean": readout.m0, "initial_cov": readout.p0, "trend": model.trend,
     }
 
 
@@ -134,7 +137,8 @@ def _model_from(arrays: dict[str, np.ndarray], latent: int | None, observed: int
     readout = Observation(c=get("C", (observed, d)), d=np.zeros((observed, 0)), offset=get("offset", (observed,)),
                           r=get("R", (observed,)), m0=get("initial_mean", (d,)), p0=get("initial_cov", (d, d)))
     return sing.SDEModel(sing.Kernel(float(variance), float(lengthscale), inducing),
-                         sing.InducingPosterior(get("inducing_mean", (m, d)), get("inducing_cov", (m, m))), readout)
+                         sing.InducingPosterior(get("inducing_mean", (m, d)), get("inducing_cov", (m, m))), readout,
+                         get("trend", (d + 1, d)))
 
 
 class GPSDE(Backend):
@@ -142,14 +146,14 @@ class GPSDE(Backend):
     (M, D); ``kernel`` (2,) the RBF variance and lengthscale (latent units); ``inducing_mean``
     (M, D) and ``inducing_cov`` (M, M) of q(u); ``C`` (p, D), ``offset`` (p,), ``R`` (p,)
     observation noise variances; ``initial_mean`` (D,), ``initial_cov`` (D, D) of the first
-    state; ``drift_grid`` (G, D) states over the inducing points' box, ``drift_mean`` (G, D)
+    state; ``trend`` (D + 1, D) the drift's prior mean h(z) = trend^T [z; 1]; ``drift_grid`` (G, D) states over the inducing points' box, ``drift_mean`` (G, D)
     the posterior mean drift there (latent units per unit of time) and ``drift_sd`` (G,) its
     posterior sd; ``elbo`` (iterations + 1,) the ELBO (nats) from the start on.
     """
 
     name = "gpsde"
-    summary = ("latent SDE dz = f(z) dt + dW with a sparse Gaussian-process drift, fitted by "
-               "natural-gradient variational inference (SING); the diffusion is fixed at the "
+    summary = ("latent SDE dz = f(z) dt + dW with a sparse Gaussian-process drift around a fitted "
+               "linear mean, fitted by natural-gradient variational inference (SING); the diffusion is fixed at the "
                "identity, so the latent's scale is the noise's and the read-out C carries the "
                "data's; intervals, sample paths, latent states")
     Params = GPSDEParams
