@@ -361,12 +361,17 @@ def moments_of(posterior: Posterior) -> tuple[np.ndarray, np.ndarray, np.ndarray
 
 def update_drift(posterior: Posterior, grid: Grid, model: SDEModel) -> SDEModel:
     """q(u) at its closed-form optimum given q(z)."""
-    kernel = model.kernel
+    stats, k = _statistics_of(posterior, grid, model.kernel)
+    mean, cov = _optimal_inducing(stats, k, _tensor(model.trend))
+    return replace(model, drift=InducingPosterior(mean.numpy(), cov.numpy()))
+
+
+def _statistics_of(posterior: Posterior, grid: Grid, kernel: Kernel) -> tuple[_DriftStatistics, torch.Tensor]:
+    """The drift statistics of q(z) and the inducing points' Gram matrix K (M, M)."""
     variance, lengthscale, inducing = _tensor(kernel.variance), _tensor(kernel.lengthscale), _tensor(kernel.inducing)
     means, covs, cross = (_tensor(a) for a in moments_of(posterior))
     stats = _drift_statistics(means, covs, cross, grid, inducing, variance, lengthscale)
-    mean, cov = _optimal_inducing(stats, _gram(inducing, variance, lengthscale), _tensor(model.trend))
-    return replace(model, drift=InducingPosterior(mean.numpy(), cov.numpy()))
+    return stats, _gram(inducing, variance, lengthscale)
 
 
 def update_trend(posterior: Posterior, grid: Grid, model: SDEModel) -> SDEModel:
@@ -375,11 +380,8 @@ def update_trend(posterior: Posterior, grid: Grid, model: SDEModel) -> SDEModel:
     T = linear^-1 (moved - mixed^T W)."""
     import torch
 
-    kernel = model.kernel
-    variance, lengthscale, inducing = _tensor(kernel.variance), _tensor(kernel.lengthscale), _tensor(kernel.inducing)
-    means, covs, cross = (_tensor(a) for a in moments_of(posterior))
-    stats = _drift_statistics(means, covs, cross, grid, inducing, variance, lengthscale)
-    weights = torch.cholesky_solve(_tensor(model.drift.mean), torch.linalg.cholesky(_gram(inducing, variance, lengthscale)))
+    stats, k = _statistics_of(posterior, grid, model.kernel)
+    weights = torch.cholesky_solve(_tensor(model.drift.mean), torch.linalg.cholesky(k))
     trend = torch.linalg.solve(stats.linear, stats.moved - stats.mixed.T @ weights)
     return replace(model, trend=trend.numpy())
 
