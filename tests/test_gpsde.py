@@ -6,6 +6,7 @@ sampled free run, seeded samples, latent states)."""
 from __future__ import annotations
 
 import functools
+from dataclasses import replace
 
 import numpy as np
 import pytest
@@ -42,20 +43,29 @@ def double_well(n: int, seed: int, dt: float = DT) -> tuple[np.ndarray, np.ndarr
 def stationary_bins(edges: np.ndarray) -> np.ndarray:
     """The true stationary probability of y in each bin: p(z) proportional to
     exp(2 (z^2/2 - z^4/4) / SIGMA^2), read out with the observation noise."""
+    z = np.linspace(-3, 3, 6001)
+    return observed_bins(z, np.exp(2 * (z**2 / 2 - z**4 / 4) / SIGMA**2), edges)
+
+
+def observed_bins(z: np.ndarray, density: np.ndarray, edges: np.ndarray) -> np.ndarray:
+    """The probability of y = GAIN z + OFFSET + N(0, NOISE^2) in each bin of ``edges`` for z of
+    the law ``density`` (unnormalised) on the fine grid ``z``."""
     from scipy.stats import norm
 
-    z = np.linspace(-3, 3, 6001)
-    density = np.exp(2 * (z**2 / 2 - z**4 / 4) / SIGMA**2)
-    density /= density.sum()
     cdf = norm.cdf((edges[None, :] - (GAIN * z + OFFSET)[:, None]) / NOISE)
-    return density @ np.diff(cdf, axis=1)
+    return density / density.sum() @ np.diff(cdf, axis=1)
+
+
+def kl_edges(bins: int = 40) -> np.ndarray:
+    """The bins of ``histogram_kl``: the truth's 0.1 % to 99.9 % of y."""
+    return np.linspace(GAIN * -1.9 + OFFSET, GAIN * 1.9 + OFFSET, bins + 1)
 
 
 def histogram_kl(y: np.ndarray, bins: int = 40) -> float:
     """KL(truth || histogram of y) over ``bins`` bins spanning the truth's 0.1 % to 99.9 %
     of y (the sample's mass outside them in the end bins), with half a count per bin so an
     empty bin is finite."""
-    edges = np.linspace(GAIN * -1.9 + OFFSET, GAIN * 1.9 + OFFSET, bins + 1)
+    edges = kl_edges(bins)
     truth = stationary_bins(edges)
     truth /= truth.sum()
     counts = np.histogram(np.clip(y, edges[0], edges[-1]), edges)[0] + 0.5
@@ -148,7 +158,8 @@ def _random_walk(n: int, seed: int) -> tuple[list[Trial], sing.Grid, sing.SDEMod
     inducing = np.linspace(-2, 2, 5)[:, None]
     k = gram(inducing, inducing, 1.0, 1.0) + sing.JITTER * np.eye(5)
     prior = sing.InducingPosterior(np.zeros((5, 1)), k)
-    return trials, sing.lay_out(trials, DT, 1), sing.SDEModel(sing.Kernel(1.0, 1.0, inducing), prior, _readout(c))
+    model = sing.SDEModel(sing.Kernel(1.0, 1.0, inducing), prior, _readout(c), trend=np.zeros((2, 1)))
+    return trials, sing.lay_out(trials, DT, 1), model
 
 
 def _readout(c: np.ndarray) -> Observation:
@@ -179,12 +190,12 @@ def test_the_closed_form_inducing_posterior_is_the_optimum():
     posterior = sing.start(grid, model)
     best = sing.update_drift(posterior, grid, model)
     at_best = sing.elbo(sing.evaluate(posterior.natural, posterior.moments, grid, best, 1.0), best)
-    collapsed = float(sing.collapsed_drift_bound(posterior, grid, best.kernel))
+    collapsed = float(sing.collapsed_drift_bound(posterior, grid, best.kernel, best.trend))
     rng = np.random.default_rng(0)
     for _ in range(3):
         shifted = sing.InducingPosterior(best.drift.mean + 0.05 * rng.normal(size=best.drift.mean.shape),
                                          best.drift.cov * 1.1)
-        other = sing.SDEModel(best.kernel, shifted, best.readout)
+        other = replace(best, drift=shifted)
         assert sing.elbo(sing.evaluate(posterior.natural, posterior.moments, grid, other, 1.0), other) < at_best
     # The collapsed bound is the drift's part of the ELBO at that optimum: what remains is the
     # same as under the prior q(u) = p(u), whose drift part is -step/2 n s^2 (KL 0).
@@ -193,11 +204,41 @@ def test_the_closed_form_inducing_posterior_is_the_optimum():
     assert at_best - collapsed == pytest.approx(drift_free - prior_part, abs=1e-8)
 
 
+def test_the_closed_form_trend_is_the_optimum():
+    trials, grid, model = _random_walk(80, seed=4)
+    posterior = sing.start(grid, model)
+    model = sing.update_drift(posterior, grid, model)
+    best = sing.update_trend(posterior, grid, model)
+    assert np.any(best.trend != 0)
+
+    def elbo(m: sing.SDEModel) -> float:
+        return sing.elbo(sing.evaluate(posterior.natural, posterior.moments, grid, m, 1.0), m)
+
+    at_best = elbo(best)
+    assert at_best > elbo(model)  # the zero trend it started from
+    for shift in ([[0.05], [0.0]], [[0.0], [-0.05]], [[-0.03], [0.03]]):
+        assert elbo(replace(best, trend=best.trend + np.array(shift))) < at_best
+
+
 # -- the double well -------------------------------------------------------------------------------
 def test_the_drift_has_the_double_wells_zeros_and_their_stability():
     zeros, slopes = drift_zeros(fitted_double_well())
     np.testing.assert_allclose(zeros, [-1.0, 0.0, 1.0], atol=0.1)
     assert slopes[0] < 0 and slopes[1] > 0 and slopes[2] < 0  # stable, unstable, stable
+
+
+def test_free_runs_return_from_far_out():
+    # Far from the data a zero-mean GP drift fades to zero (or to a prior draw), and a free run
+    # that wanders there never comes back; the fitted prior mean restores it, in the posterior
+    # mean and in every drawn drift function alike.
+    model = fitted_double_well()
+    field = model.field_
+    inducing = model.model_.kernel.inducing[:, 0]
+    width = inducing.max() - inducing.min()
+    far = np.array([[inducing.min() - 3 * width], [inducing.max() + 3 * width]])
+    drawn = field.drawn_at(np.repeat(far[:, None, :], 20, axis=1), field.sample_weights(np.random.default_rng(0), 20))
+    for drift in (field.mean_at(far)[:, None, :], drawn):  # (2 points, functions, 1)
+        assert np.all(drift[0, :, 0] > 0.5) and np.all(drift[1, :, 0] < -0.5)
 
 
 def test_the_elbo_rises_every_iteration():
@@ -240,6 +281,22 @@ def test_interval_coverage_of_one_step_forecasts():
         band = model.predictive(Trial(DT * np.arange(end - 100, end), y[end - 100:end, None]), 1, None, 0.9)
         hits.append(band.lower[0, 0] <= y[end] <= band.upper[0, 0])
     assert 0.8 <= np.mean(hits) <= 0.98
+
+
+def test_one_step_predictions_at_once_match_one_forecast_per_sample():
+    # The report's residuals predict many samples in one inference and particle pass; each
+    # prediction is the one-step forecast from the sample before it, up to particle noise.
+    from dynid.models.base import Backend
+
+    model, trial = fitted_double_well(), double_well_data()[1].trials[0]
+    at_once = model.one_step_predictions(trial, 30)
+    one_by_one = Backend.one_step_predictions(model, trial, 30)
+    assert at_once.shape == (30, 1)
+    # Particle noise: sd ~ 0.01 with 500 particles; predicting from the wrong sample would be
+    # off by the sample-to-sample change (rms ~ 0.4 here).
+    assert np.max(np.abs(at_once - one_by_one)) < 0.05
+    assert np.sqrt(np.mean((trial.x[-30:] - trial.x[-31:-1]) ** 2)) > 0.2
+    assert model.one_step_predictions(trial.slice(0, 1), 30).shape == (0, 1)
 
 
 def test_states_follow_the_true_latent_within_their_sds():

@@ -223,6 +223,19 @@ class Backend(ABC):
     ) -> np.ndarray:
         raise NotImplementedError
 
+    def one_step_predictions(self, trial: Trial, count: int) -> np.ndarray:
+        """The one-step predictions (m, d) of the last ``m = min(count, n - history_length)``
+        samples of ``trial``, each from the ``history_length`` samples before it (the report's
+        residuals). This default makes one ``simulate`` call per sample; a backend whose call
+        is costly (inference, particles) overrides it to predict them all at once."""
+        need = self.history_length
+        m = max(min(count, trial.n_samples - need), 0)
+        rows = []
+        for k in range(trial.n_samples - m, trial.n_samples):
+            future = trial.u[k : k + 1] if self.inputs_ and trial.u is not None else None
+            rows.append(np.asarray(self.simulate(trial.slice(k - need, k), 1, future), dtype=float).reshape(-1))
+        return np.array(rows).reshape(m, self.n_variables)
+
     def _check_history(
         self, history: Trial, steps: int, future_inputs: np.ndarray | None
     ) -> None:

@@ -19,7 +19,7 @@ from dynid.report.svg import Series, line_plot
 MIN_FREE_RUN = 2000
 # At most this many variables (the most variable ones) are paired in phase portraits.
 MAX_PORTRAIT_VARIABLES = 3
-# One-step residuals over at most this many consecutive samples (one simulate call each).
+# One-step residuals over at most this many consecutive samples.
 MAX_RESIDUALS = 400
 MAX_LAG = 40
 
@@ -115,16 +115,10 @@ def _phase_portrait(ctx: ModelContext) -> str | None:
 def one_step_residuals(model: Backend, trial: Trial, count: int) -> tuple[np.ndarray, np.ndarray]:
     """(times (m,), residuals (m, d)): data minus the model's one-step prediction at the last
     ``m = min(count, n - history_length)`` samples of ``trial``, each predicted from the samples
-    before it."""
-    need = model.history_length
-    m = min(count, trial.n_samples - need)
-    rows = []
-    for k in range(trial.n_samples - m, trial.n_samples):
-        future = trial.u[k : k + 1] if model.inputs_ and trial.u is not None else None
-        predicted = np.asarray(model.simulate(trial.slice(k - need, k), 1, future), dtype=float)
-        rows.append(trial.x[k] - predicted.reshape(-1))
-    residuals = np.array(rows).reshape(m, model.n_variables)
-    return trial.t[trial.n_samples - m :], residuals
+    before it (``Backend.one_step_predictions``)."""
+    predicted = model.one_step_predictions(trial, count)
+    m = predicted.shape[0]
+    return trial.t[trial.n_samples - m :], trial.x[trial.n_samples - m :] - predicted
 
 
 def autocorrelation(r: np.ndarray, max_lag: int) -> np.ndarray:

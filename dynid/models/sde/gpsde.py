@@ -1,11 +1,13 @@
 """``gpsde``: a latent SDE with a Gaussian-process drift, fitted by SING (``sing.py``).
 
-    dz = f(z) dt + dW,   f ~ GP(0, RBF) through M inducing points,   y_t = C z_t + c + v_t,
-    v_t ~ N(0, diag(r)); the diffusion is fixed at the identity (it sets the latent scale).
+    dz = f(z) dt + dW,   f ~ GP(h, RBF) through M inducing points,   y_t = C z_t + c + v_t,
+    v_t ~ N(0, diag(r)); the diffusion is fixed at the identity (it sets the latent scale); the
+    prior mean h(z) = A z + b is fitted (it restores free runs that leave the data's range).
 
 Variational EM, one outer iteration per epoch of dynid's training loop (progress,
 ``--max-time``, ``--checkpoint``/``--resume``): ``e_steps`` SING natural-gradient steps on
-q(z), q(u) in closed form with the kernel's variance and lengthscale by L-BFGS on the ELBO, then
+q(z), the trend h and q(u) in closed form with the kernel's variance and lengthscale by L-BFGS
+on the ELBO, then
 C, c, r and the first states' prior in closed form. Forecasts condition q(z) on the history
 (its last ``HISTORY_WINDOW`` samples) and run ``particles`` Euler-Maruyama paths, each from a
 draw of q(z) at the last sample with its own drift function drawn from q(u): the forecast is
@@ -44,6 +46,9 @@ INFER_STEPS = 100
 INFER_TOL = 1e-5
 # The seed of the particles behind forecast means and intervals (--sample takes --seed).
 FORECAST_SEED = 0
+# One-step predictions of many samples (the report's residuals) run their particles in blocks
+# of about this many states, which bounds the memory of the kernel features (states x M x D).
+PARTICLE_STATES = 50_000
 
 
 @dataclass(frozen=True)
@@ -81,6 +86,7 @@ class SINGTraining:
         grid, model = self.grid, self.model
         try:
             posterior = sing.sing_steps(self.posterior, grid, model, self.params.e_steps)
+            model = sing.update_trend(posterior, grid, model)
             model = sing.update_kernel(posterior, grid, model)
             model = sing.update_readout(posterior, grid, self.trials, model)
         except (RuntimeError, np.linalg.LinAlgError) as exc:  # a Cholesky factor that does not exist
@@ -118,7 +124,7 @@ def _model_arrays(model: sing.SDEModel) -> dict[str, np.ndarray]:
         "inducing_points": kernel.inducing, "kernel": np.array([kernel.variance, kernel.lengthscale]),
         "inducing_mean": model.drift.mean, "inducing_cov": model.drift.cov,
         "C": readout.c, "offset": readout.offset, "R": readout.r,
-        "initial_mean": readout.m0, "initial_cov": readout.p0,
+        "initial_mean": readout.m0, "initial_cov": readout.p0, "trend": model.trend,
     }
 
 
@@ -131,7 +137,8 @@ def _model_from(arrays: dict[str, np.ndarray], latent: int | None, observed: int
     readout = Observation(c=get("C", (observed, d)), d=np.zeros((observed, 0)), offset=get("offset", (observed,)),
                           r=get("R", (observed,)), m0=get("initial_mean", (d,)), p0=get("initial_cov", (d, d)))
     return sing.SDEModel(sing.Kernel(float(variance), float(lengthscale), inducing),
-                         sing.InducingPosterior(get("inducing_mean", (m, d)), get("inducing_cov", (m, m))), readout)
+                         sing.InducingPosterior(get("inducing_mean", (m, d)), get("inducing_cov", (m, m))), readout,
+                         get("trend", (d + 1, d)))
 
 
 class GPSDE(Backend):
@@ -139,14 +146,16 @@ class GPSDE(Backend):
     (M, D); ``kernel`` (2,) the RBF variance and lengthscale (latent units); ``inducing_mean``
     (M, D) and ``inducing_cov`` (M, M) of q(u); ``C`` (p, D), ``offset`` (p,), ``R`` (p,)
     observation noise variances; ``initial_mean`` (D,), ``initial_cov`` (D, D) of the first
-    state; ``drift_grid`` (G, D) states over the inducing points' box, ``drift_mean`` (G, D)
+    state; ``trend`` (D + 1, D) the drift's prior mean h(z) = trend^T [z; 1]; ``drift_grid`` (G, D) states over the inducing points' box, ``drift_mean`` (G, D)
     the posterior mean drift there (latent units per unit of time) and ``drift_sd`` (G,) its
     posterior sd; ``elbo`` (iterations + 1,) the ELBO (nats) from the start on.
     """
 
     name = "gpsde"
-    summary = ("latent SDE with a sparse Gaussian-process drift, fitted by natural-gradient "
-               "variational inference (SING); intervals, sample paths, latent states")
+    summary = ("latent SDE dz = f(z) dt + dW with a sparse Gaussian-process drift around a fitted "
+               "linear mean, fitted by natural-gradient variational inference (SING); the diffusion is fixed at the "
+               "identity, so the latent's scale is the noise's and the read-out C carries the "
+               "data's; intervals, sample paths, latent states")
     Params = GPSDEParams
     capabilities = Capabilities(uniform_steps=True, nan=True, stochastic=True, training=True)
 
@@ -214,11 +223,18 @@ class GPSDE(Backend):
             sds=np.sqrt(np.einsum("nii->ni", found.covs[grid.observed])),
         )
 
-    def _latent_paths(self, history: Trial, steps: int, particles: int, rng: np.random.Generator) -> np.ndarray:
-        """Latent paths (steps, particles, D) from q(z) at the end of ``history``."""
-        _, posterior = self._posterior([history.slice(-HISTORY_WINDOW)])
+    def _latent_paths(self, histories: list[Trial], steps: int, particles: int,
+                      rng: np.random.Generator) -> np.ndarray:
+        """Latent paths (steps, H, particles, D) from q(z) at the end of each of the H
+        ``histories`` (one inference over all of them, laid end to end); particle j runs the
+        j-th drift function drawn from q(u) after every history."""
+        windows = [history.slice(-HISTORY_WINDOW) for history in histories]
+        grid, posterior = self._posterior(windows)
+        ends = grid.observed[np.cumsum([window.n_samples for window in windows]) - 1]
         found = posterior.moments
-        start = rng.multivariate_normal(found.means[-1], found.covs[-1], size=particles)
+        factor = np.linalg.cholesky(found.covs[ends])  # (H, D, D)
+        noise = rng.standard_normal((len(windows), particles, self.model_.n_latent))
+        start = found.means[ends][:, None, :] + np.einsum("hij,hpj->hpi", factor, noise)
         weights = self.field_.sample_weights(rng, particles)
         substeps = self.params.substeps  # type: ignore[attr-defined]
         return self.field_.paths(start, weights, steps, substeps, self.dt_ / substeps, rng)
@@ -234,8 +250,24 @@ class GPSDE(Backend):
     def _simulate(self, history: Trial, steps: int, future_inputs: np.ndarray | None) -> np.ndarray:
         """The predictive mean: the average of ``particles`` paths."""
         rng = np.random.default_rng(FORECAST_SEED)
-        paths = self._latent_paths(history, steps, self.params.particles, rng)  # type: ignore[attr-defined]
+        paths = self._latent_paths([history], steps, self.params.particles, rng)[:, 0]  # type: ignore[attr-defined]
         return self._observed(paths, None).mean(axis=1)
+
+    def one_step_predictions(self, trial: Trial, count: int) -> np.ndarray:
+        """The predictive means (m, p) of the last m = min(count, n - 1) samples of ``trial``,
+        each from the sample before it (as ``simulate``), by one inference and one particle
+        step for a block of samples at once instead of one of each per sample."""
+        self._check_history(trial, 1, None)
+        m = max(min(count, trial.n_samples - 1), 0)
+        histories = [trial.slice(k - 1, k) for k in range(trial.n_samples - m, trial.n_samples)]
+        particles = self.params.particles  # type: ignore[attr-defined]
+        block = max(1, PARTICLE_STATES // particles)
+        rng = np.random.default_rng(FORECAST_SEED)
+        means = np.zeros((m, self.n_variables))
+        for first in range(0, m, block):
+            paths = self._latent_paths(histories[first:first + block], 1, particles, rng)[0]  # (H, particles, D)
+            means[first:first + block] = self._observed(paths, None).mean(axis=1)
+        return means
 
     def predictive(self, history: Trial, steps: int, future_inputs: np.ndarray | None,
                    level: float) -> PredictiveInterval:
@@ -244,7 +276,7 @@ class GPSDE(Backend):
             raise UsageError(f"--interval {level}: the level must lie strictly between 0 and 1")
         self._check_history(history, steps, future_inputs)
         rng = np.random.default_rng(FORECAST_SEED)
-        paths = self._latent_paths(history, steps, self.params.particles, rng)  # type: ignore[attr-defined]
+        paths = self._latent_paths([history], steps, self.params.particles, rng)[:, 0]  # type: ignore[attr-defined]
         noisy = self._observed(paths, rng)
         lower, upper = np.quantile(noisy, [0.5 - level / 2, 0.5 + level / 2], axis=1)
         return PredictiveInterval(mean=self._observed(paths, None).mean(axis=1), lower=lower, upper=upper, level=level)
@@ -253,7 +285,7 @@ class GPSDE(Backend):
         """One path of the observed variables (steps, p), observation noise included."""
         self._check_history(history, steps, future_inputs)
         rng = np.random.default_rng(0 if seed is None else seed % 2**64)
-        return self._observed(self._latent_paths(history, steps, 1, rng)[:, 0], rng)
+        return self._observed(self._latent_paths([history], steps, 1, rng)[:, 0, 0], rng)
 
     def drift_on_grid(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """States (G, D) on a regular grid over the inducing points, the posterior mean drift

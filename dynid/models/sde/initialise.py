@@ -5,8 +5,9 @@ vectors. The latent scale is not free, since the diffusion is fixed at I: along 
 the projection p_t = v^T (y_t - offset) moves as c z_t plus noise, so its squared increments
 over one and two samples differ by c^2 dt (the noise adds the same 2 var to both; the drift's
 share is of order dt^2), which gives c. The inducing points span the projected latents' range
-with a margin; the lengthscale starts at 1.5 grid spacings, the kernel variance at 1; q(z) is
-the exact posterior of drift-free (Brownian) latents, and q(u) its closed-form optimum.
+with a margin; the lengthscale starts at 1.5 grid spacings, the kernel variance at 1, the trend
+at zero; q(z) is the exact posterior of drift-free (Brownian) latents, and q(u) its closed-form
+optimum.
 """
 
 from __future__ import annotations
@@ -46,7 +47,7 @@ def initial_fit(trials: list[Trial], grid: sing.Grid, dt: float, latent: int,
     readout = Observation(c=c, d=np.zeros((c.shape[0], 0)), offset=offset, r=r,
                           m0=latents[0] * 0.0, p0=np.diag(latents.var(axis=0)) + np.eye(latent))
     placeholder = sing.InducingPosterior(np.zeros((inducing.shape[0], latent)), np.eye(inducing.shape[0]))
-    model = sing.SDEModel(kernel, placeholder, readout)
+    model = sing.SDEModel(kernel, placeholder, readout, trend=np.zeros((latent + 1, latent)))
     posterior = sing.start(grid, model)
     model = sing.update_drift(posterior, grid, model)
     return model, sing.evaluate(posterior.natural, posterior.moments, grid, model, rho=posterior.rho)

@@ -4,11 +4,18 @@ the authors' code).
 
 Model, on a grid of step ``step`` (the data's dt / substeps), states z_i in R^D:
     z_{i+1} | z_i ~ N(z_i + step f(z_i), step I)        (Euler-Maruyama; diffusion fixed at I)
-    f_d(z) = k_Z(z)^T K^-1 u_d + (GP remainder),  u_d ~ N(0, K)   (inducing values at Z)
+    f(z) = h(z) + g(z),  h(z) = theta^T [z; 1]            (the prior mean: a linear drift)
+    g_d(z) = k_Z(z)^T K^-1 u_d + (GP remainder),  u_d ~ N(0, K)   (inducing values at Z)
     y_t = C z_t + offset + v_t,  v_t ~ N(0, diag(r)),   z_0 ~ N(m0, p0) per trial
 The diffusion is held at the identity: it fixes the latent scale (C absorbs the rest), as in
-SING. The drift is the sparse GP whose remainder f - k_Z^T K^-1 u has variance
-k(z, z) - k_Z^T K^-1 k_Z (the SVGP bound), so its expected square enters the ELBO.
+SING. The GP part is the sparse GP whose remainder g - k_Z^T K^-1 u has variance
+k(z, z) - k_Z^T K^-1 k_Z (the SVGP bound), so its expected square enters the ELBO. The prior
+mean h (INFERRED, dynid's choice) is why free runs return from far out: a zero-mean GP's drift
+reverts to zero (the mean) or to a prior draw (a function drawn from q(u)) away from the data,
+where nothing then restores the state, while h, fitted to the data, is restoring wherever they
+are stationary (E[(z - c)^T f(z)] = -D/2 under the stationary law for unit diffusion, so the
+least-squares slope is negative on average). theta (D + 1, D) maximises the ELBO in closed
+form given q(z) and q(u) (a weighted least-squares problem), like q(u) given theta.
 
 Variational family: q(z) a Gaussian Markov chain over the grid (``chain.Natural``) times
 q(u_d) = N(mu_d, S). The ELBO's part that depends on q(z),
@@ -112,12 +119,14 @@ class InducingPosterior:
 
 @dataclass(frozen=True)
 class SDEModel:
-    """The kernel, q(u), and the read-out with the first states' prior (``readout.c`` (p, D),
-    ``offset`` (p,), ``r`` (p,), ``m0`` (D,), ``p0`` (D, D); ``readout.d`` is (p, 0))."""
+    """The kernel, q(u), the read-out with the first states' prior (``readout.c`` (p, D),
+    ``offset`` (p,), ``r`` (p,), ``m0`` (D,), ``p0`` (D, D); ``readout.d`` is (p, 0)) and the
+    drift's prior mean h(z) = trend^T [z; 1], trend (D + 1, D) (latent units per unit time)."""
 
     kernel: Kernel
     drift: InducingPosterior
     readout: Observation
+    trend: np.ndarray
 
     @property
     def n_latent(self) -> int:
@@ -144,12 +153,17 @@ def _tensor(x: np.ndarray | float) -> torch.Tensor:
 
 @dataclass(frozen=True)
 class _DriftStatistics:
-    """What q(u)'s update and the drift part of the ELBO need from q(z): b (M, D) =
-    sum_i E[k_Z(z_i) (z_{i+1} - z_i)^T], psi2 (M, M) = step sum_i E[k_Z(z_i) k_Z(z_i)^T],
-    n the number of transitions."""
+    """What q(u)'s and the trend's updates and the drift part of the ELBO need from q(z), sums
+    over the transitions i with x_i = [z_i; 1]: b (M, D) = sum E[k_Z(z_i) (z_{i+1} - z_i)^T],
+    psi2 (M, M) = step sum E[k_Z(z_i) k_Z(z_i)^T], moved (D + 1, D) = sum E[x_i (z_{i+1} -
+    z_i)^T], linear (D + 1, D + 1) = step sum E[x_i x_i^T], mixed (M, D + 1) = step sum
+    E[k_Z(z_i) x_i^T]; n the number of transitions."""
 
     b: torch.Tensor
     psi2: torch.Tensor
+    moved: torch.Tensor
+    linear: torch.Tensor
+    mixed: torch.Tensor
     n: int
 
 
@@ -165,7 +179,18 @@ def _drift_statistics(means: torch.Tensor, covs: torch.Tensor, cross: torch.Tens
     gap = (cross - covs[:-1])[links]
     stats = psi_statistics(start, start_cov, inducing, variance, lengthscale)
     b = stats.psi1.T @ moved + torch.einsum("nma,nad->md", stats.grad, gap)
-    return _DriftStatistics(b, grid.step * stats.psi2.sum(0), int(grid.links.sum()))
+    ones = torch.ones(start.shape[0], 1, dtype=start.dtype)
+    x = torch.cat([start, ones], dim=1)  # E[x_i]
+    # E[x x^T] = E x E x^T + blockdiag(Sigma_i, 0); E[x (z' - z)^T] = E x (m' - m)^T + [gap; 0].
+    second = torch.einsum("ni,nj->ij", x, x)
+    second[:-1, :-1] += start_cov.sum(0)
+    lagged = x.T @ moved
+    lagged[:-1] += gap.sum(0)
+    # Stein: E[k_Z(z) z^T] = E[k_Z] m^T + E[dk_Z/dz] Sigma.
+    mixed = stats.psi1.T @ x
+    mixed[:, :-1] += torch.einsum("nma,nab->mb", stats.grad, start_cov)
+    return _DriftStatistics(b, grid.step * stats.psi2.sum(0), lagged, grid.step * second, grid.step * mixed,
+                            int(grid.links.sum()))
 
 
 def _gram(inducing: torch.Tensor, variance: torch.Tensor, lengthscale: torch.Tensor) -> torch.Tensor:
@@ -176,8 +201,9 @@ def _gram(inducing: torch.Tensor, variance: torch.Tensor, lengthscale: torch.Ten
 
 
 def _drift_value(stats: _DriftStatistics, mean: torch.Tensor, cov: torch.Tensor, k: torch.Tensor,
-                 variance: torch.Tensor, step: float) -> torch.Tensor:
-    """sum_i E[(z_{i+1} - z_i)^T f(z_i)] - step/2 E|f(z_i)|^2 (the drift part of E log p)."""
+                 variance: torch.Tensor, trend: torch.Tensor, step: float) -> torch.Tensor:
+    """sum_i E[(z_{i+1} - z_i)^T f(z_i)] - step/2 E|f(z_i)|^2 (the drift part of E log p),
+    f = h + g: the GP's terms, the trend's, and the cross term -step E[h^T g]."""
     import torch
 
     d = mean.shape[1]
@@ -185,7 +211,9 @@ def _drift_value(stats: _DriftStatistics, mean: torch.Tensor, cov: torch.Tensor,
     k_inv = torch.cholesky_inverse(factor)
     weights = k_inv @ mean
     q = weights @ weights.T + d * (k_inv @ cov @ k_inv - k_inv)
-    return (stats.b * weights).sum() - 0.5 * (stats.psi2 * q).sum() - 0.5 * step * stats.n * d * variance
+    gp = (stats.b * weights).sum() - 0.5 * (stats.psi2 * q).sum() - 0.5 * step * stats.n * d * variance
+    linear = (stats.moved * trend).sum() - 0.5 * (trend * (stats.linear @ trend)).sum()
+    return gp + linear - (weights * (stats.mixed @ trend)).sum()
 
 
 def _kl_inducing(mean: torch.Tensor, cov: torch.Tensor, k: torch.Tensor) -> torch.Tensor:
@@ -201,13 +229,14 @@ def _kl_inducing(mean: torch.Tensor, cov: torch.Tensor, k: torch.Tensor) -> torc
     return 0.5 * (d * ((whitened**2).sum() - m + log_ratio) + (centred**2).sum())
 
 
-def _optimal_inducing(stats: _DriftStatistics, k: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-    """q(u)'s closed form: mean K (K + Psi2)^-1 b, cov K (K + Psi2)^-1 K (+ jitter)."""
+def _optimal_inducing(stats: _DriftStatistics, k: torch.Tensor, trend: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """q(u)'s closed form: mean K (K + Psi2)^-1 (b - mixed trend) (the increments less the
+    trend's share), cov K (K + Psi2)^-1 K (+ jitter)."""
     import torch
 
     factor = torch.linalg.cholesky(k + stats.psi2)
     a = torch.linalg.solve_triangular(factor, k, upper=False)
-    mean = a.T @ torch.linalg.solve_triangular(factor, stats.b, upper=False)
+    mean = a.T @ torch.linalg.solve_triangular(factor, stats.b - stats.mixed @ trend, upper=False)
     cov = a.T @ a
     cov = 0.5 * (cov + cov.T) + JITTER * torch.diagonal(k).mean() * torch.eye(k.shape[0], dtype=k.dtype)
     return mean, cov
@@ -247,7 +276,8 @@ def _expected_log_joint(mean_params: tuple[torch.Tensor, torch.Tensor, torch.Ten
     variance, lengthscale, inducing = _tensor(kernel.variance), _tensor(kernel.lengthscale), _tensor(kernel.inducing)
     stats = _drift_statistics(m, covs, cross, grid, inducing, variance, lengthscale)
     k = _gram(inducing, variance, lengthscale)
-    return total + _drift_value(stats, _tensor(model.drift.mean), _tensor(model.drift.cov), k, variance, step)
+    return total + _drift_value(stats, _tensor(model.drift.mean), _tensor(model.drift.cov), k, variance,
+                                _tensor(model.trend), step)
 
 
 def _target(found: Moments, grid: Grid, model: SDEModel) -> tuple[Natural, float]:
@@ -267,8 +297,9 @@ def _target(found: Moments, grid: Grid, model: SDEModel) -> tuple[Natural, float
 
 # -- SING ------------------------------------------------------------------------------------
 def start(grid: Grid, model: SDEModel) -> Posterior:
-    """q(z) under the drift-free prior (q(u) = p(u): the drift's expected terms do not depend
-    on q(z) then), the exact posterior of Brownian latents, which one step reaches."""
+    """q(z) under the GP's prior (q(u) = p(u): the GP's expected terms do not depend on q(z)
+    then), the exact posterior of the linear SDE dz = h(z) dt + dW (Brownian latents while the
+    trend is zero), which one step reaches."""
     d = model.n_latent
     prior = replace(model, drift=InducingPosterior(np.zeros((model.kernel.inducing.shape[0], d)),
                                                    _gram(_tensor(model.kernel.inducing), _tensor(model.kernel.variance),
@@ -330,18 +361,36 @@ def moments_of(posterior: Posterior) -> tuple[np.ndarray, np.ndarray, np.ndarray
 
 def update_drift(posterior: Posterior, grid: Grid, model: SDEModel) -> SDEModel:
     """q(u) at its closed-form optimum given q(z)."""
-    kernel = model.kernel
-    variance, lengthscale, inducing = _tensor(kernel.variance), _tensor(kernel.lengthscale), _tensor(kernel.inducing)
-    means, covs, cross = (_tensor(a) for a in moments_of(posterior))
-    stats = _drift_statistics(means, covs, cross, grid, inducing, variance, lengthscale)
-    mean, cov = _optimal_inducing(stats, _gram(inducing, variance, lengthscale))
+    stats, k = _statistics_of(posterior, grid, model.kernel)
+    mean, cov = _optimal_inducing(stats, k, _tensor(model.trend))
     return replace(model, drift=InducingPosterior(mean.numpy(), cov.numpy()))
 
 
-def collapsed_drift_bound(posterior: Posterior, grid: Grid, kernel: Kernel,
+def _statistics_of(posterior: Posterior, grid: Grid, kernel: Kernel) -> tuple[_DriftStatistics, torch.Tensor]:
+    """The drift statistics of q(z) and the inducing points' Gram matrix K (M, M)."""
+    variance, lengthscale, inducing = _tensor(kernel.variance), _tensor(kernel.lengthscale), _tensor(kernel.inducing)
+    means, covs, cross = (_tensor(a) for a in moments_of(posterior))
+    stats = _drift_statistics(means, covs, cross, grid, inducing, variance, lengthscale)
+    return stats, _gram(inducing, variance, lengthscale)
+
+
+def update_trend(posterior: Posterior, grid: Grid, model: SDEModel) -> SDEModel:
+    """The trend at its closed-form optimum given q(z) and q(u): the ELBO's trend terms are
+    sum(moved * T) - 1/2 tr(T^T linear T) - sum(W * mixed T) with W = K^-1 mean(q(u)), so
+    T = linear^-1 (moved - mixed^T W)."""
+    import torch
+
+    stats, k = _statistics_of(posterior, grid, model.kernel)
+    weights = torch.cholesky_solve(_tensor(model.drift.mean), torch.linalg.cholesky(k))
+    trend = torch.linalg.solve(stats.linear, stats.moved - stats.mixed.T @ weights)
+    return replace(model, trend=trend.numpy())
+
+
+def collapsed_drift_bound(posterior: Posterior, grid: Grid, kernel: Kernel, model_trend: np.ndarray,
                           log_hyper: torch.Tensor | None = None) -> torch.Tensor:
-    """The drift part of the ELBO minus KL[q(u) || p(u)] with q(u) at its optimum, as a
-    function of log(variance, lengthscale) (``log_hyper``; default the kernel's)."""
+    """The drift part of the ELBO minus KL[q(u) || p(u)] with q(u) at its optimum for the
+    trend ``model_trend`` (D + 1, D), as a function of log(variance, lengthscale)
+    (``log_hyper``; default the kernel's)."""
     import torch
 
     if log_hyper is None:
@@ -351,8 +400,9 @@ def collapsed_drift_bound(posterior: Posterior, grid: Grid, kernel: Kernel,
     means, covs, cross = (_tensor(a) for a in moments_of(posterior))
     stats = _drift_statistics(means, covs, cross, grid, inducing, variance, lengthscale)
     k = _gram(inducing, variance, lengthscale)
-    mean, cov = _optimal_inducing(stats, k)
-    return _drift_value(stats, mean, cov, k, variance, grid.step) - _kl_inducing(mean, cov, k)
+    trend = _tensor(model_trend)
+    mean, cov = _optimal_inducing(stats, k, trend)
+    return _drift_value(stats, mean, cov, k, variance, trend, grid.step) - _kl_inducing(mean, cov, k)
 
 
 def update_kernel(posterior: Posterior, grid: Grid, model: SDEModel) -> SDEModel:
@@ -366,7 +416,7 @@ def update_kernel(posterior: Posterior, grid: Grid, model: SDEModel) -> SDEModel
     def loss(log_hyper: np.ndarray) -> tuple[float, np.ndarray]:
         at = _tensor(log_hyper).requires_grad_(True)
         try:
-            value = -collapsed_drift_bound(posterior, grid, kernel, at)
+            value = -collapsed_drift_bound(posterior, grid, kernel, model.trend, at)
         except RuntimeError:  # a Cholesky failure at an extreme trial point
             return math.inf, np.zeros(2)
         (gradient,) = torch.autograd.grad(value, at)
