@@ -241,6 +241,20 @@ def test_free_runs_return_from_far_out():
         assert np.all(drift[0, :, 0] > 0.5) and np.all(drift[1, :, 0] < -0.5)
 
 
+def test_model_arrays_from_before_the_trend_still_load():
+    """Files written before the drift had a fitted linear prior mean hold no ``trend``: theirs
+    was zero, and they load with it; the drift then differs from the fitted one's exactly by
+    the trend, far from the data where the GP part has faded."""
+    model = fitted_double_well()
+    arrays = model.arrays()
+    del arrays["trend"]
+    old = type(model).restore(model.params, arrays, variables=model.variables_, inputs=(), dt=model.dt_)
+    assert np.all(old.model_.trend == 0)
+    far = np.array([[50.0]])
+    shift = model.model_.trend[0, 0] * 50.0 + model.model_.trend[1, 0]
+    np.testing.assert_allclose(model.field_.mean_at(far) - old.field_.mean_at(far), [[shift]], rtol=1e-6)
+
+
 def test_the_elbo_rises_every_iteration():
     elbo = fitted_double_well().elbo_
     assert elbo.size == 11  # the start and 10 iterations

@@ -138,7 +138,8 @@ def _model_from(arrays: dict[str, np.ndarray], latent: int | None, observed: int
                           r=get("R", (observed,)), m0=get("initial_mean", (d,)), p0=get("initial_cov", (d, d)))
     return sing.SDEModel(sing.Kernel(float(variance), float(lengthscale), inducing),
                          sing.InducingPosterior(get("inducing_mean", (m, d)), get("inducing_cov", (m, m))), readout,
-                         get("trend", (d + 1, d)))
+                         # files written before the drift had a trend had a zero prior mean
+                         get("trend", (d + 1, d)) if "trend" in arrays else np.zeros((d + 1, d)))
 
 
 class GPSDE(Backend):
@@ -146,8 +147,9 @@ class GPSDE(Backend):
     (M, D); ``kernel`` (2,) the RBF variance and lengthscale (latent units); ``inducing_mean``
     (M, D) and ``inducing_cov`` (M, M) of q(u); ``C`` (p, D), ``offset`` (p,), ``R`` (p,)
     observation noise variances; ``initial_mean`` (D,), ``initial_cov`` (D, D) of the first
-    state; ``trend`` (D + 1, D) the drift's prior mean h(z) = trend^T [z; 1]; ``drift_grid`` (G, D) states over the inducing points' box, ``drift_mean`` (G, D)
-    the posterior mean drift there (latent units per unit of time) and ``drift_sd`` (G,) its
+    state; ``trend`` (D + 1, D) the drift's prior mean h(z) = trend^T [z; 1] (zero when a file
+    written before it lacks it); ``drift_grid`` (G, D) states over the inducing points' box,
+    ``drift_mean`` (G, D) the posterior mean drift there (latent units per unit of time) and ``drift_sd`` (G,) its
     posterior sd; ``elbo`` (iterations + 1,) the ELBO (nats) from the start on.
     """
 
