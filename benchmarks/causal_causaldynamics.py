@@ -233,32 +233,95 @@ def lingam_oriented(x: np.ndarray, seed: int) -> tuple[np.ndarray, float, dict]:
     return score, time.perf_counter() - start, {}
 
 
-# Study, third idea (2026-12-02), which became ``--method mixing`` (dynid/causal/mixing.py):
-# split the problem into "are i and j dependent" (|corr| at lag 0 with Bartlett's effective
-# sample size, which discounts slow drivers) and "which way" (a linear cross-map asymmetry on
-# two-sided delay windows). Its settings (window +-40 taps 4 apart, Bartlett's sum to n / 10)
-# were chosen on the 5 study graphs (n / 5, Pyper and Peterman's choice, gave 0.706 instead of
-# 0.759 there) and then checked on held-out graphs. Simplex cross-mapping (Sugihara's kNN form)
-# was tried first and failed: a child mixing 5-7 chaotic parents is too high-dimensional for
-# 1,000 samples, and its skill pointed the wrong way (off-diagonal AUROC 0.55-0.67, asymmetry
-# 0.46-0.57). Below, a variant not added: partial correlations given the candidate parents.
+# Study, third idea (2026-12-02): split the problem into "are i and j dependent" and "which way".
+# The graphs make every observed node a linear mixture of its ancestral root systems' states, so
+# (in a tree) two nodes depend only when one is an ancestor of the other, and a child's signal
+# holds its parent's plus its other parents'. (a) Dependence: |corr| at lag 0, but tested as
+# Fisher's z with Bartlett's effective sample size n / (1 + 2 sum_k rho_i(k) rho_j(k))
+# (Bartlett, JRSS Suppl. 8, 1946; Pyper and Peterman, CJFAS 55:2127, 1998): slow drivers (a sinusoid root covers at most ~3 periods in 1,000 samples) correlate
+# strongly by chance, and this discounts them. (b) Direction, the principle of convergent cross
+# mapping (Sugihara et al., Science 338:496, 2012): the effect's reconstruction holds the cause,
+# so i -> j when x_i(t) is better recovered from x_j's delay window than x_j(t) from x_i's. The
+# coupling is linear in the hidden states, so the recovery here is a linear regression on a
+# two-sided window x(t - 40), x(t - 36), ..., x(t + 40) (chosen on the 5 study graphs; simplex
+# cross-mapping from the child's manifold failed: a child mixing 5-7 chaotic parents is too
+# high-dimensional for 1,000 samples, and its kNN skill pointed the wrong way).
+XMAP_HALF, XMAP_STEP, XMAP_RIDGE = 40, 4, 1e-6
+# Bartlett's sum runs to lag n / BARTLETT_FRACTION (10 chosen on the study graphs; Pyper and
+# Peterman's n / 5 gave 0.706 there instead of 0.759 for study-neff-xmap).
+BARTLETT_FRACTION = 10
+
+
+def _standardized(x: np.ndarray) -> np.ndarray:
+    sd = x.std(axis=0)
+    return (x - x.mean(axis=0)) / np.where(sd > 0, sd, 1.0)
+
+
+def window_r2(x: np.ndarray, half: int = XMAP_HALF, step: int = XMAP_STEP) -> np.ndarray:
+    """(d, d) ``[i, j]``: R^2 of x_j(t) regressed on x_i(t + k), k = -half, -half + step, ..,
+    half (least squares with an intercept, rows with the whole window only)."""
+    z = _standardized(x)
+    n, d = z.shape
+    rows = slice(half, n - half)
+    window = np.stack([z[half + k: n - half + k] for k in range(-half, half + 1, step)], axis=2)
+    y = z[rows]
+    r2 = np.zeros((d, d))
+    for i in range(d):
+        design = np.column_stack([np.ones(len(y)), window[:, i, :]])
+        # The window of a smooth signal is nearly collinear: a tiny ridge keeps it solvable.
+        gram = design.T @ design + XMAP_RIDGE * len(y) * np.eye(design.shape[1])
+        coef = np.linalg.solve(gram, design.T @ y)
+        r2[i] = 1.0 - np.var(y - design @ coef, axis=0) / np.var(y, axis=0)
+    np.fill_diagonal(r2, 0.0)
+    return r2
+
+
+def crossmap_direction(x: np.ndarray) -> np.ndarray:
+    """(d, d) ``[source][target]`` 1.0 where the target's window recovers the source better than
+    the reverse (``window_r2``), else 0.0."""
+    r2 = window_r2(x)
+    return (r2.T > r2).astype(float)
+
+
+def _autocorrelations(z: np.ndarray, max_lag: int) -> np.ndarray:
+    """(max_lag + 1, d) sample autocorrelations of standardized columns ``z`` (n, d)."""
+    n = len(z)
+    return np.array([np.mean(z[k:] * z[: n - k], axis=0) for k in range(max_lag + 1)])
+
+
+def effective_samples(x: np.ndarray) -> np.ndarray:
+    """(d, d) Bartlett's effective sample size of the correlation of each pair of columns."""
+    n = len(x)
+    rho = _autocorrelations(_standardized(x), n // BARTLETT_FRACTION)[1:]
+    return np.clip(n / (1.0 + 2.0 * np.einsum("ki,kj->ij", rho, rho)), 4.0, n)
+
+
+def effective_z(x: np.ndarray) -> np.ndarray:
+    """(d, d) Fisher's z of |corr| at lag 0 times sqrt(n_eff - 3); 0 on the diagonal."""
+    r = np.abs(np.nan_to_num(np.corrcoef(x, rowvar=False)))
+    z = np.arctanh(np.clip(r, 0.0, 1.0 - 1e-9)) * np.sqrt(effective_samples(x) - 3.0)
+    np.fill_diagonal(z, 0.0)
+    return z
+
+
+def neff_crossmap(x: np.ndarray, seed: int) -> tuple[np.ndarray, float, dict]:
+    """score[i, j] = effective_z[i, j] * (0.5 + direction[i, j]): the dependence, three times
+    larger in the direction the cross-map asymmetry points."""
+    start = time.perf_counter()
+    score = effective_z(x) * (0.5 + crossmap_direction(x))
+    return score, time.perf_counter() - start, {}
 
 
 def partial_crossmap(x: np.ndarray, seed: int) -> tuple[np.ndarray, float, dict]:
-    """score[i, j]: for i oriented i -> j by ``--method mixing``'s cross-map asymmetry, the
-    partial correlation at lag 0 of x_i and x_j given the other sources so oriented into j
-    (Fisher's z, effective sample size less the conditioning set); 0 for pairs oriented j -> i.
-    A child's small parents are hidden under its large ones; the partial correlation removes the
-    large ones first."""
-    from dynid.causal.mixing import MixingParams, effective_samples, window_r2
-
+    """score[i, j]: for i oriented i -> j by ``crossmap_direction``, the partial correlation at
+    lag 0 of x_i and x_j given the other sources so oriented into j (Fisher's z, effective sample
+    size less the conditioning set); 0 for pairs oriented j -> i. A child's small parents are
+    hidden under its large ones; the partial correlation removes the large ones first."""
     start = time.perf_counter()
-    z = (x - x.mean(axis=0)) / x.std(axis=0)
+    z = _standardized(x)
     n, d = z.shape
-    params = MixingParams()
-    r2 = window_r2([z], params.window, params.step)
-    direction = r2.T > r2
-    n_eff = effective_samples([z])
+    direction = crossmap_direction(x)
+    n_eff = effective_samples(x)
     score = np.zeros((d, d))
     for j in range(d):
         parents = np.flatnonzero(direction[:, j])
@@ -313,7 +376,8 @@ def score(data_dir: Path, methods: list[str], out_path: Path, only: set[str] | N
     runners.update({"corr0": corr0, "sm-var": l96.run_sm_var,
                     "tigramite-pcmciplus": tigramite_pcmciplus,
                     "study-embed-r2": embed_r2, "study-embed-partial": embed_partial,
-                    "study-lingam": lingam_oriented, "study-partial-xmap": partial_crossmap})
+                    "study-lingam": lingam_oriented,
+                    "study-neff-xmap": neff_crossmap, "study-partial-xmap": partial_crossmap})
     if only is not None:
         runners = {label: run for label, run in runners.items() if label in only}
     graphs = sorted(p.stem for p in data_dir.glob("*.json"))
@@ -441,7 +505,7 @@ def main() -> int:
     gen.add_argument("--seed", type=int, default=0)
     sc = sub.add_parser("score", help="score every method on them (dynid venv)")
     sc.add_argument("--data", type=Path, default=Path("/tmp/cdyn-data"))
-    sc.add_argument("--methods", default="granger,pcmci,pcmciplus,dynamic,mixing,neural,ccm")
+    sc.add_argument("--methods", default="granger,pcmci,pcmciplus,dynamic,neural,ccm")
     sc.add_argument("--out", type=Path, default=RESULTS)
     sc.add_argument("--only", default=None, help="comma-separated columns to run (default all)")
     sc.add_argument("--merge", action="store_true",

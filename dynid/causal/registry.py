@@ -16,7 +16,6 @@ _METHODS: dict[str, str] = {
     "te": "dynid.causal.te:TransferEntropy",
     "neural": "dynid.causal.neural:NeuralGranger",
     "dynamic": "dynid.causal.dynamic:DynamicCausality",
-    "mixing": "dynid.causal.mixing:Mixing",
 }
 
 
