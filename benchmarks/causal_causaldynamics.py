@@ -247,7 +247,7 @@ def lingam_oriented(x: np.ndarray, seed: int) -> tuple[np.ndarray, float, dict]:
 # two-sided window x(t - 40), x(t - 36), ..., x(t + 40) (chosen on the 5 study graphs; simplex
 # cross-mapping from the child's manifold failed: a child mixing 5-7 chaotic parents is too
 # high-dimensional for 1,000 samples, and the asymmetry of its kNN skill was near chance).
-# Study graphs 0.759 (granger 0.679); held-out graphs (seeds 100-103) 0.604 (dynid pcmci 0.657):
+# Study graphs 0.759 (granger 0.679); held-out graphs (seeds 100-104) 0.601 (dynid pcmci 0.667):
 # not added to dynid (benchmarks/README.md, "CausalDynamics graphs").
 XMAP_HALF, XMAP_STEP, XMAP_RIDGE = 40, 4, 1e-6
 # Bartlett's sum runs to lag n / BARTLETT_FRACTION (10 chosen on the study graphs; Pyper and
