@@ -12,6 +12,7 @@ rtol 1e-6, atol 1e-8 (or ``--method rk4`` at half the median step). No early sto
 fine-tuning stage: those are dynid's.
 
     python benchmarks/node_vs_torchdiffeq.py [--seeds 0] [--method dopri5|rk4] [--epochs N]
+                                             [--only dynid|torchdiffeq]
                                              [-p key=value ...]   # -p: dynid's node only
 
 Prints one JSON line per seed and model (fit wall and CPU seconds, NRMSE per new start), then
@@ -131,7 +132,8 @@ def main() -> None:
     parser.add_argument("--method", choices=("dopri5", "rk4"), default="dopri5")
     parser.add_argument("--epochs", type=int, default=DEFAULTS.epochs,
                         help="torchdiffeq's epochs (default: dynid's most epochs)")
-    parser.add_argument("--skip-dynid", action="store_true")
+    parser.add_argument("--only", choices=("dynid", "torchdiffeq"),
+                        help="fit one of the two (to run them as separate processes)")
     parser.add_argument("-p", dest="params", action="append", default=[])
     args = parser.parse_args()
     torch.set_num_threads(1)  # as dynid's fits (dynid.runtime.DEFAULT_TORCH_THREADS)
@@ -139,15 +141,16 @@ def main() -> None:
     results: dict[str, list[list[float]]] = {}
     for seed in [int(s) for s in args.seeds.split(",")]:
         runs = {}
-        if not args.skip_dynid:
+        if args.only != "torchdiffeq":
             model, wall, cpu = timed(lambda: api.fit(data, "node", args.params, seed=seed,
                                                      device="cpu").model)
             runs["dynid node"] = (wall, cpu, scores(
                 lambda x0, steps: model.simulate(vdp.Trial(t=np.zeros(1), x=x0[None]), steps,
                                                  None), model.dt_))
-        plain = TorchdiffeqNODE(data, seed, args.method, args.epochs)
-        _, wall, cpu = timed(plain.fit)
-        runs[f"torchdiffeq {args.method}"] = (wall, cpu, scores(plain.forecast, plain.dt_))
+        if args.only != "dynid":
+            plain = TorchdiffeqNODE(data, seed, args.method, args.epochs)
+            _, wall, cpu = timed(plain.fit)
+            runs[f"torchdiffeq {args.method}"] = (wall, cpu, scores(plain.forecast, plain.dt_))
         for name, (wall, cpu, nrmse) in runs.items():
             results.setdefault(name, []).append(nrmse)
             print(json.dumps({"model": name, "seed": seed, "fit_wall_s": round(wall, 1),

@@ -90,12 +90,32 @@ def test_autoencoder_recovers_the_slow_manifold_rates():
     # load): rates -0.0003, -0.0500, -0.0978, -0.9929, i.e. errors 0.04 % (mu), 2.2 % (2 mu),
     # 0.7 % (lambda). mu and lambda are held to the issue's 2 %; 2 mu, determined by the
     # slowest latent's curvature over the 1-time-unit training horizon (a 2 % error changes
-    # it by 0.2 % per horizon), to 5 %.
+    # it by 0.2 % per horizon), to 5 %. This seed is the best of six measured (see the next
+    # test): it guards against regressions of this fit, not the issue's goal.
     model = Koopman(KoopmanParams(basis="autoencoder", **SLOW_MANIFOLD_TRAINED["autoencoder"])
                     ).fit(learned_data(), seed=0)
     errors = matched_relative_errors(model.continuous_eigenvalues_, TARGETS)
     assert errors[0] <= 0.02 and errors[2] <= 0.02, errors
     assert errors[1] <= 0.05, errors
+
+
+@pytest.mark.slow
+@pytest.mark.xfail(strict=True, reason=(
+    "the issue's goal is not met over seeds: measured (benchmarks/README.md, 'autoencoder over "
+    "seeds') 0 of 6 fits with all three rates within 2 %; the worst errors were 10-39 %. The "
+    "learned latents are not an invariant subspace to 2 %: refitting K on them moves the slow "
+    "rates by up to 10 %"))
+def test_autoencoder_recovers_the_slow_manifold_rates_over_seeds():
+    # Three training seeds on two data sets; every fit must meet the goal (about 45 CPU s a
+    # fit, 4.5 CPU min if all pass; the first miss ends it).
+    for data_seed in (0, 1):
+        data = trajectories(40, 61, seed=data_seed)
+        for seed in (0, 1, 2):
+            model = Koopman(KoopmanParams(basis="autoencoder",
+                                          **SLOW_MANIFOLD_TRAINED["autoencoder"])
+                            ).fit(data, seed=seed)
+            errors = matched_relative_errors(model.continuous_eigenvalues_, TARGETS)
+            assert np.all(errors <= 0.02), (data_seed, seed, errors)
 
 
 @pytest.mark.slow
