@@ -9,7 +9,10 @@ every segment still tests multi-step prediction. The shooting nodes are the obse
 ``ShootingTrainer`` is the ``Trainable`` strategy the shared loop (``dynid.training``) drives:
 one epoch is one pass of Adam over the segments in minibatches shuffled by the session's torch
 generator, with the learning rate on a cosine schedule from ``lr`` to zero at the last epoch
-(a function of the epoch alone, so a resumed run takes the same steps); the validation loss is the same rollout error on the held-out end of every trial.
+(a function of the epoch alone, so a resumed run takes the same steps); the validation loss is
+the same rollout error on the held-out end of every trial. ``LBFGSTrainer`` is the optional
+second strategy: full-batch L-BFGS on the same loss, which fits what minibatch Adam leaves
+(the rare transient segments) far further at the same cost.
 """
 
 from __future__ import annotations
@@ -71,24 +74,16 @@ def segment_trials(trials: list[np.ndarray], d: int, length: int, stride: int = 
     return Segments(x=rows[:, :, 1 : 1 + d], deltas=np.diff(rows[:, :, 0], axis=1), u=u)
 
 
-class ShootingTrainer:
-    """Adam on the segment rollout MSE of ``network`` (a torch module that is a ``Dynamics``).
-
-    State arrays: the network's weights, Adam's step count and moment estimates.
-    """
+class _SegmentRollouts:
+    """The loss both training strategies minimise: the rollout MSE of ``network`` (a torch
+    module that is a ``Dynamics``) on the fit segments, and the same on the held-out ones."""
 
     def __init__(self, network: torch.nn.Module, fit: Segments, validation: Segments | None,
-                 solver: SolverSettings, *, lr: float, batch: int, epochs: int,
-                 session: TrainingSession, device: str) -> None:
-        import torch
-
+                 solver: SolverSettings, device: str) -> None:
         self.network = network
         self.solver = solver
-        self.batch, self.lr, self.epochs = batch, lr, epochs
-        self.generator = session.torch_generator
         self.fit = _tensors(fit, device)
         self.validation = None if validation is None else _tensors(validation, device)
-        self.optimizer = _Adam(list(network.parameters()))
 
     def rollout_loss(self, x: torch.Tensor, deltas: torch.Tensor,
                      u: torch.Tensor | None) -> torch.Tensor:
@@ -100,6 +95,29 @@ class ShootingTrainer:
                           adaptive=self.solver.adaptive, rtol=self.solver.rtol,
                           atol=self.solver.atol)
         return (predicted[:, 1:] - x[:, 1:]).pow(2).mean()
+
+    def validation_loss(self) -> float | None:
+        import torch
+
+        if self.validation is None:
+            return None
+        with torch.no_grad():
+            return float(self.rollout_loss(*self.validation))
+
+
+class ShootingTrainer(_SegmentRollouts):
+    """Adam on the segment rollout MSE, in shuffled minibatches.
+
+    State arrays: the network's weights, Adam's step count and moment estimates.
+    """
+
+    def __init__(self, network: torch.nn.Module, fit: Segments, validation: Segments | None,
+                 solver: SolverSettings, *, lr: float, batch: int, epochs: int,
+                 session: TrainingSession, device: str) -> None:
+        super().__init__(network, fit, validation, solver, device)
+        self.batch, self.lr, self.epochs = batch, lr, epochs
+        self.generator = session.torch_generator
+        self.optimizer = _Adam(list(network.parameters()))
 
     def train_step(self, epoch: int) -> TrainingStep:
         import torch
@@ -118,14 +136,6 @@ class ShootingTrainer:
             total, batches = total + float(loss.detach()), batches + 1
         return TrainingStep(total / batches)
 
-    def validation_loss(self) -> float | None:
-        import torch
-
-        if self.validation is None:
-            return None
-        with torch.no_grad():
-            return float(self.rollout_loss(*self.validation))
-
     def state_arrays(self) -> dict[str, np.ndarray]:
         arrays = module_to_arrays(self.network)
         arrays.update(self.optimizer.state_arrays())
@@ -135,6 +145,67 @@ class ShootingTrainer:
         arrays_to_module(self.network, {k: v for k, v in arrays.items()
                                         if not k.startswith(_Adam.PREFIX)})
         self.optimizer.load_state_arrays(arrays)
+
+
+class LBFGSTrainer(_SegmentRollouts):
+    """Full-batch L-BFGS (Liu & Nocedal 1989, strong Wolfe line search) on the segment
+    rollout MSE, after Adam.
+
+    Why: the segments of a trial's transient are few beside those on its attractor, and
+    minibatch Adam with a decaying rate stops long before it fits them (on Van der Pol after
+    40 epochs, the fit segments' error was 30x the held-out ends', and forecasts from new
+    starts missed by up to 0.9 NRMSE). The loss over all segments is smooth and deterministic,
+    where quasi-Newton steps lower it much further at the same cost (there: 40x in 250
+    iterations, 90 CPU s). Gradients over all segments are summed in chunks of ``CHUNK``
+    segments, so memory stays bounded on long records.
+
+    One epoch is ``ITERATIONS`` iterations of a fresh L-BFGS: its curvature pairs are rebuilt
+    every epoch, so the state is the weights alone and a resumed run takes the same steps.
+    """
+
+    ITERATIONS = 25
+    CHUNK = 4096
+    HISTORY = 50
+
+    def train_step(self, epoch: int) -> TrainingStep:
+        import torch
+
+        parameters = [p for p in self.network.parameters() if p.requires_grad]
+        # No tolerances: an epoch always runs its iterations (the loop's patience stops).
+        optimizer = torch.optim.LBFGS(parameters, lr=1.0, max_iter=self.ITERATIONS,
+                                      history_size=self.HISTORY, tolerance_grad=0.0,
+                                      tolerance_change=0.0, line_search_fn="strong_wolfe")
+
+        def closure() -> torch.Tensor:
+            optimizer.zero_grad()
+            return torch.tensor(self._fit_loss(backward=True))
+
+        optimizer.step(closure)
+        return TrainingStep(self._fit_loss(backward=False))
+
+    def _fit_loss(self, *, backward: bool) -> float:
+        """The rollout MSE over all fit segments, chunk by chunk; with ``backward``, its
+        gradient is accumulated into the weights' ``.grad``."""
+        import torch
+
+        x, deltas, u = self.fit
+        count = x.shape[0]
+        total = 0.0
+        for start in range(0, count, self.CHUNK):
+            rows = slice(start, start + self.CHUNK)
+            with torch.set_grad_enabled(backward):
+                part = (self.rollout_loss(x[rows], deltas[rows], None if u is None else u[rows])
+                        * (x[rows].shape[0] / count))
+            if backward:
+                part.backward()
+            total += float(part.detach())
+        return total
+
+    def state_arrays(self) -> dict[str, np.ndarray]:
+        return module_to_arrays(self.network)
+
+    def load_state_arrays(self, arrays: dict[str, np.ndarray]) -> None:
+        arrays_to_module(self.network, arrays)
 
 
 class _Adam:
