@@ -5,9 +5,16 @@
     python benchmarks/node_vanderpol.py [--trials 10] [--samples 300] [--seeds 0,1,2]
                                         [-p key=value ...]
 
+Training trials start from U(-3, 3)^2. The goal is scored on new starts drawn from that same
+distribution (``NEW_STARTS``, a generator independent of the training data's): a "new initial
+condition" of the kind the training trials had. Two more rows are reported apart, not part of
+the goal: the three starts chosen by hand in earlier rounds (``HAND_STARTS``, inside the box),
+and starts outside the box (``OUTSIDE_STARTS``, 3 < max(|x|, |y|) <= 4): extrapolation.
+
 Prints one JSON line per training seed: fit wall and CPU seconds (torch runs on one thread, so
-the CPU time is what the fit takes on an idle core), the model's metrics, the NRMSE of each new
-start; then a summary line: median and worst NRMSE over all starts and seeds.
+the CPU time is what the fit takes on an idle core), the model's metrics, the NRMSE of each
+start of each row; then a summary line per row: median and worst NRMSE over all its starts and
+seeds.
 """
 
 from __future__ import annotations
@@ -23,10 +30,31 @@ from dynid import api
 from dynid.data.dataset import Dataset, Trial
 
 PERIOD = 6.663  # of the mu = 1 limit cycle
-# New initial conditions: three chosen by hand, then four drawn from the training starts'
-# distribution U(-3, 3)^2 with a generator independent of the training data's.
-TEST_STARTS = ((1.0, -2.0), (-0.5, 0.5), (2.5, 1.0)) + tuple(
-    (float(a), float(b)) for a, b in np.random.default_rng(2026).uniform(-3.0, 3.0, (4, 2)).round(2))
+BOX = 3.0  # training trials start from U(-BOX, BOX)^2
+
+
+def _starts(rng: np.random.Generator, count: int, inner: float, outer: float
+            ) -> tuple[tuple[float, float], ...]:
+    """``count`` starts uniform on the square frame inner < max(|x|, |y|) <= outer (rejection
+    sampling; inner 0: the whole square), rounded to two decimals."""
+    starts: list[tuple[float, float]] = []
+    while len(starts) < count:
+        a, b = rng.uniform(-outer, outer, 2).round(2)
+        if max(abs(a), abs(b)) > inner:
+            starts.append((float(a), float(b)))
+    return tuple(starts)
+
+
+# The goal's new initial conditions: ten draws from the training starts' distribution with a
+# generator independent of the training data's (the first four were the drawn starts of round 4).
+NEW_STARTS = tuple((float(a), float(b))
+                   for a, b in np.random.default_rng(2026).uniform(-BOX, BOX, (10, 2)).round(2))
+HAND_STARTS = ((1.0, -2.0), (-0.5, 0.5), (2.5, 1.0))  # chosen by hand in rounds 3-4
+OUTSIDE_STARTS = _starts(np.random.default_rng(2027), 5, BOX, BOX + 1.0)
+# The settings measured for the goal (benchmarks/README.md), which the slow test fits with.
+GOAL_PARAMS = ("epochs=40", "segment=10", "substeps=1", "batch=64", "lr=0.01", "lbfgs=500")
+TEST_STARTS = NEW_STARTS  # the name node_vs_torchdiffeq.py scores its new starts by
+ROWS = {"new": NEW_STARTS, "hand": HAND_STARTS, "outside": OUTSIDE_STARTS}
 
 
 def vanderpol(t: float, x: np.ndarray) -> list[float]:
@@ -69,7 +97,7 @@ def summary(scores: list[list[float]]) -> dict[str, object]:
     flat = np.concatenate(scores)
     return {"median_nrmse": float(np.median(flat)), "worst_nrmse": float(flat.max()),
             "starts_met": int((flat <= 0.05).sum()), "cases": int(flat.size),
-            "goal_met": bool(flat.max() <= 0.05)}
+            "all_met": bool(flat.max() <= 0.05)}
 
 
 def main() -> None:
@@ -81,19 +109,22 @@ def main() -> None:
                         help="hyperparameters (default: the backend's defaults)")
     args = parser.parse_args()
     data = training_data(args.trials, args.samples)
-    scores = []
+    scores: dict[str, list[list[float]]] = {row: [] for row in ROWS}
     for seed in [int(s) for s in args.seeds.split(",")]:
         started, cpu = time.perf_counter(), time.process_time()
         result = api.fit(data, "node", args.params, seed=seed, device="cpu")
         seconds, cpu = time.perf_counter() - started, time.process_time() - cpu
         model = result.model
-        scores.append([forecast_nrmse(model, np.array(x0), PERIOD) for x0 in TEST_STARTS])
+        for row, starts in ROWS.items():
+            scores[row].append([forecast_nrmse(model, np.array(x0), PERIOD) for x0 in starts])
         metrics = {k: v for k, v in model.metrics_.items() if k != "training_curve"}
         print(json.dumps({"seed": seed, "fit_seconds": round(seconds, 1),
                           "fit_cpu_seconds": round(cpu, 1), "params": args.params,
                           "trials": args.trials, "samples": args.samples, "metrics": metrics,
-                          "nrmse_one_period": [round(s, 4) for s in scores[-1]]}), flush=True)
-    print(json.dumps({"starts": TEST_STARTS, **summary(scores)}))
+                          "nrmse_one_period": {row: [round(s, 4) for s in rows[-1]]
+                                               for row, rows in scores.items()}}), flush=True)
+    for row, starts in ROWS.items():
+        print(json.dumps({"row": row, "starts": starts, **summary(scores[row])}))
 
 
 if __name__ == "__main__":

@@ -15,7 +15,7 @@ from scipy.linalg import expm
 from dynid import api
 from dynid.data.dataset import Dataset, Trial
 from dynid.models.continuous.integrate import rk4_step, solve
-from dynid.models.continuous.shooting import ShootingTrainer, segment_trials
+from dynid.models.continuous.shooting import LBFGSTrainer, ShootingTrainer, segment_trials
 from dynid.training import TrainingOptions
 
 # x' = A x: a damped rotation, eigenvalues -0.1 +- 2i.
@@ -117,14 +117,9 @@ def test_node_learns_a_linear_field_from_irregular_trials():
     nrmse = np.sqrt(np.mean((predicted - exact) ** 2, axis=0)) / exact.std(axis=0)
     # 0.026 and 0.043 measured; a model blind to the irregular steps is off by far more.
     assert nrmse.max() < 0.06
-    # The learned field matches A x where the data are (relative RMS over the visited states).
-    states = np.vstack([trial.x for trial in data.trials])
-    with torch.no_grad():
-        z = torch.as_tensor((states - model.center_) / model.scale_)
-        learned = model.network_.field(z, None).numpy() * model.scale_
-    truth = states @ A.T
+    # The learned field matches A x where the data are (relative RMS over the visited states):
     # 3.6 % measured; a field fitted as if the steps were uniform is off by the jitter.
-    assert np.sqrt(np.mean((learned - truth) ** 2)) < 0.05 * np.sqrt(np.mean(truth ** 2))
+    assert learned_field_error(model, data) < 0.05
 
 
 def long_window_mse(model, data: Dataset, length: int = 60) -> float:
@@ -159,27 +154,56 @@ def test_fine_tuning_on_long_windows_lowers_the_long_rollout_error():
     assert long_window_mse(both, data) < 0.7 * long_window_mse(first, data)
 
 
-def test_an_interrupted_fit_resumes_bit_identically(tmp_path, monkeypatch):
-    params = FAST[:-2] + ["epochs=6", "validation=0.25"]
+def learned_field_error(model, data: Dataset) -> float:
+    """RMS error of the learned field against A x over the visited states, relative to the
+    RMS of A x."""
+    states = np.vstack([trial.x for trial in data.trials])
+    with torch.no_grad():
+        z = torch.as_tensor((states - model.center_) / model.scale_)
+        learned = model.network_.field(z, None).numpy() * model.scale_
+    truth = states @ A.T
+    return float(np.sqrt(np.mean((learned - truth) ** 2)) / np.sqrt(np.mean(truth ** 2)))
+
+
+def test_lbfgs_stage_fits_what_a_brief_adam_stage_leaves():
+    data = linear_data()
+    adam = FAST[:4] + ["epochs=10", "batch=64", "lr=0.03", "validation=0.2"]
+    first = api.fit(data, "node", adam, seed=0, device="cpu").model
+    both = api.fit(data, "node", adam + ["lbfgs=50"], seed=0, device="cpu").model
+    assert "lbfgs_epochs" not in first.metrics_
+    assert both.metrics_["epochs"] == first.metrics_["epochs"]  # the same Adam stage
+    assert both.metrics_["lbfgs_epochs"] == 2  # 50 iterations in epochs of 25
+    assert both.metrics_["lbfgs_kept"]
+    # Segment MSE 6.2e-3 -> 6.8e-6 measured; without the stage the ratio is 1.
+    assert both.metrics_["segment_mse"] < 1e-2 * first.metrics_["segment_mse"]
+    assert both.metrics_["lbfgs_validation_mse"] < 0.1 * both.metrics_["validation_mse"]
+    # The lower loss is the true field: relative field error 14.6 % -> 0.56 % measured.
+    assert learned_field_error(both, data) < 0.1 * learned_field_error(first, data)
+
+
+@pytest.mark.parametrize("trainer, crash_epoch", [(ShootingTrainer, 4), (LBFGSTrainer, 2)])
+def test_an_interrupted_fit_resumes_bit_identically(tmp_path, monkeypatch, trainer, crash_epoch):
+    params = FAST[:-2] + ["epochs=6", "validation=0.25", "lbfgs=75"]
     data = linear_data(n=80)
     whole = api.fit(data, "node", params, seed=3, device="cpu").model
 
-    original = ShootingTrainer.train_step
+    original = trainer.train_step
 
-    def crash_at_4(self, epoch):
-        if epoch == 4:
+    def crash(self, epoch):
+        if epoch == crash_epoch:
             raise KeyboardInterrupt
         return original(self, epoch)
 
     options = TrainingOptions(checkpoint_dir=str(tmp_path), checkpoint_every_s=0.0)
-    monkeypatch.setattr(ShootingTrainer, "train_step", crash_at_4)
+    monkeypatch.setattr(trainer, "train_step", crash)
     with pytest.raises(KeyboardInterrupt):
         api.fit(data, "node", params, seed=3, device="cpu", training=options)
-    monkeypatch.setattr(ShootingTrainer, "train_step", original)
+    monkeypatch.setattr(trainer, "train_step", original)
     resumed = api.fit(data, "node", params, seed=3, device="cpu",
                       training=TrainingOptions(checkpoint_dir=str(tmp_path), resume=True,
                                                checkpoint_every_s=0.0)).model
     assert resumed.metrics_["epochs"] == 6
+    assert resumed.metrics_["lbfgs_epochs"] == 3
     for name, value in whole.arrays().items():
         assert np.array_equal(resumed.arrays()[name], value), name
 
@@ -200,16 +224,19 @@ def test_dopri5_fit_and_forecast_run_and_agree_with_rk4_on_the_learned_field():
 
 @pytest.mark.slow
 @pytest.mark.xfail(strict=True, reason=(
-    "issue 14's node goal is not met: NRMSE median 0.045, worst 0.29 over 7 new starts (seed 0); "
-    "the misses start where the training trials hardly go (inside the cycle, its fast edges)"))
+    "issue 14's node goal is met in the median, not on every new start: with lbfgs=500, "
+    "median 0.030, worst 0.25, 17 of 30 (10 starts x 3 seeds); seed 0 misses 4 of 10 (the "
+    "cycle's fast edge, near the unstable focus)"))
 def test_node_forecasts_van_der_pol_from_irregular_samples():
-    """Issue 14's goal: NRMSE <= 0.05 over one period from new initial conditions."""
+    """Issue 14's goal: NRMSE <= 0.05 over one period from new initial conditions drawn from
+    the training starts' distribution, with the settings the benchmark measured."""
     import sys
     from pathlib import Path
 
     sys.path.insert(0, str(Path(__file__).parents[1] / "benchmarks"))
     import node_vanderpol as bench
 
-    model = api.fit(bench.training_data(10, 300), "node", [], seed=0, device="cpu").model
-    for x0 in bench.TEST_STARTS:
+    model = api.fit(bench.training_data(10, 300), "node", list(bench.GOAL_PARAMS), seed=0,
+                    device="cpu").model
+    for x0 in bench.NEW_STARTS:
         assert bench.forecast_nrmse(model, np.array(x0), bench.PERIOD) <= 0.05

@@ -19,6 +19,7 @@ import numpy as np
 from dynid.data.dataset import Dataset, Trial
 from dynid.models.base import Backend, Capabilities, Hyperparameters, expect_array, param
 from dynid.models.continuous.shooting import (
+    LBFGSTrainer,
     Segments,
     ShootingTrainer,
     SolverSettings,
@@ -64,12 +65,18 @@ class ContinuousParams(Hyperparameters):
     validation: float = param(
         0.2, "fraction of every trial's end held out for early stopping (0: none, train "
         "all epochs)")
+    lbfgs: int = param(
+        0, "full-batch L-BFGS iterations on the segments after Adam (in epochs of "
+        f"{LBFGSTrainer.ITERATIONS}), which fit the rare transient segments Adam leaves: "
+        "forecasts from new initial states (0: none)")
     refine: int = param(0, REFINE_DOC)
     refine_epochs: int = param(60, "fine-tuning: most passes over the long windows")
 
     def __post_init__(self) -> None:
         if self.refine < 0:
             raise ValueError(f"refine must be 0 or a positive integer, not {self.refine}")
+        if self.lbfgs < 0:
+            raise ValueError(f"lbfgs must be 0 or a positive integer, not {self.lbfgs}")
         for name in ("width", "depth", "segment", "substeps", "epochs", "batch", "patience",
                      "refine_epochs"):
             if getattr(self, name) < 1:
@@ -143,49 +150,53 @@ class ContinuousBackend(Backend):
             self.input_center_ = self.input_scale_ = np.zeros(0)
         rows = [self._rows(trial) for trial in data.trials]
         head, tail = self._split(rows, params)
-        # (intervals per window, stride, learning rate, epochs, checkpoint name, label)
-        stages = [(params.segment, 1, params.lr, params.epochs, self.name, "training")]
+        stages = [_Stage("training", params.segment, 1, params.epochs, params.lr)]
+        if params.lbfgs:
+            stages.append(_Stage("lbfgs", params.segment, 1,
+                                 -(-params.lbfgs // LBFGSTrainer.ITERATIONS), None))
         refine = min(params.refine, _longest(head))
         if refine > params.segment:
-            stages.append((refine, params.segment, params.lr * REFINE_LR,
-                           params.refine_epochs, f"{self.name}-refine", "fine-tuning"))
+            stages.append(_Stage("refine", refine, params.segment, params.refine_epochs,
+                                 params.lr * REFINE_LR))
         with torch_threads(options.threads):
             network = seeded(lambda: self._network(data.n_variables, data.n_inputs),
                              0 if seed is None else seed).to(device)
             session = TrainingSession(options, 0 if seed is None else seed)
-            trainers: list[ShootingTrainer] = []
-            results = []
-            kept = True
-            for length, stride, lr, epochs, name, label in stages:
-                fit_part = segment_trials(head, data.n_variables, length, stride)
-                validation = None if tail is None else _windows(tail, data.n_variables, length)
-                trainer = ShootingTrainer(
-                    network, fit_part, validation, self._solver(), lr=lr, batch=params.batch,
-                    epochs=epochs, session=session, device=device)
+            trainers: list[ShootingTrainer | LBFGSTrainer] = []
+            stage_metrics: dict[str, Any] = {}
+            for stage in stages:
+                fit_part = segment_trials(head, data.n_variables, stage.length, stage.stride)
+                validation = (None if tail is None
+                              else _windows(tail, data.n_variables, stage.length))
+                trainer: ShootingTrainer | LBFGSTrainer = (
+                    LBFGSTrainer(network, fit_part, validation, self._solver(), device)
+                    if stage.lr is None else
+                    ShootingTrainer(network, fit_part, validation, self._solver(), lr=stage.lr,
+                                    batch=params.batch, epochs=stage.epochs, session=session,
+                                    device=device))
                 # A later stage starts from trained weights: it keeps them unless it lowers
                 # the held-out error (the loop's best is only among its own epochs).
                 before = trainer.validation_loss() if trainers else None
                 start = trainer.state_arrays() if before is not None else {}
+                first = not trainers
+                name = self.name if first else f"{self.name}-{stage.key}"
                 result = train(trainer, TrainingConfig(
-                    max_epochs=epochs, patience=params.patience if validation else None,
-                    name=name, stage=f"{self.name} {label}"), session)
+                    max_epochs=stage.epochs, patience=params.patience if validation else None,
+                    name=name, stage=f"{self.name} {stage.key}"), session)
                 best = result.best_validation_loss
-                if before is not None and (best is None or best >= before):
+                kept = before is None or (best is not None and best < before)
+                if not kept:
                     trainer.load_state_arrays(start)
-                    kept = False
+                prefix = "" if first else f"{stage.key}_"
+                stage_metrics.update({
+                    f"{prefix}epochs": result.epochs, f"{prefix}stopped": result.stopped,
+                    f"{prefix}validation_mse": best, **({} if first else {f"{prefix}kept": kept})})
                 trainers.append(trainer)
-                results.append(result)
             with torch.no_grad():
                 fit_loss = float(trainers[0].rollout_loss(*trainers[0].fit))
             self.network_ = network.cpu()
         self.metrics_ = {
-            "epochs": results[0].epochs, "stopped": results[0].stopped,
-            "segments": trainers[0].fit[0].shape[0], "segment_mse": fit_loss,
-            "validation_mse": results[0].best_validation_loss,
-            **({"refine_epochs": results[1].epochs, "refine_stopped": results[1].stopped,
-                "refine_validation_mse": results[1].best_validation_loss,
-                "refine_kept": kept}
-               if len(results) > 1 else {}),
+            **stage_metrics, "segments": trainers[0].fit[0].shape[0], "segment_mse": fit_loss,
             **self._after_training(),
         }
 
@@ -261,6 +272,19 @@ class ContinuousBackend(Backend):
             expect_array(arrays, _NETWORK + name, like.shape)
         arrays_to_module(self.network_, {k[len(_NETWORK):]: v for k, v in arrays.items()
                                          if k.startswith(_NETWORK)})
+
+
+@dataclass(frozen=True)
+class _Stage:
+    """One training stage: windows of ``length`` intervals, one starting every ``stride``
+    samples, at most ``epochs`` epochs; Adam from learning rate ``lr``, or full-batch L-BFGS
+    when ``lr`` is None. ``key`` names its checkpoint and prefixes its metrics."""
+
+    key: str
+    length: int
+    stride: int
+    epochs: int
+    lr: float | None
 
 
 def _longest(trials: list[np.ndarray]) -> int:

@@ -122,12 +122,6 @@ class ConvexPotential(nn.Module):
         return g[:-1] - g[-1] + 2.0 * self.QUADRATIC * (x - x0)
 
 
-def gradient(self, x: torch.Tensor) -> torch.Tensor:
-        """grad H(x) (B, d) = grad F(x) - grad F(x0) + 2 eps (x - x0)."""
-        x0 = self.minimum[None, :]
-        return self.convex(x)[1] - self.convex(x0)[1] + 2.0 * self.QUADRATIC * (x - x0)
-
-
 def gradient(energy: Callable[[torch.Tensor], torch.Tensor], x: torch.Tensor) -> torch.Tensor:
     """grad H at x (B, d); part of the autograd graph only while one is being built."""
     building = torch.is_grad_enabled()
