@@ -179,9 +179,13 @@ def test_a_missing_array_in_a_model_file_is_named(name, fitted):
     arrays = fitted.arrays()
     for missing in arrays:
         incomplete = {key: value for key, value in arrays.items() if key != missing}
+        restore = functools.partial(backend.restore, fitted.params, incomplete, variables=fitted.variables_,
+                                    inputs=fitted.inputs_, dt=fitted.dt_)
+        if missing in backend.legacy_arrays:  # older files: loads, and forecasts
+            assert np.all(np.isfinite(api.forecast(restore(), AUTONOMOUS, HORIZON).x))
+            continue
         with pytest.raises(DataError, match=repr(missing)):
-            backend.restore(fitted.params, incomplete, variables=fitted.variables_,
-                            inputs=fitted.inputs_, dt=fitted.dt_)
+            restore()
 
 
 def test_same_seed_same_model_on_cpu(name, fitted):

@@ -115,6 +115,9 @@ class Backend(ABC):
     summary: ClassVar[str]
     Params: ClassVar[type[Hyperparameters]]
     capabilities: ClassVar[Capabilities] = Capabilities()
+    # Arrays that model files of earlier versions lack and that load with the value those
+    # versions implied; every other missing array is named in a DataError.
+    legacy_arrays: ClassVar[frozenset[str]] = frozenset()
 
     def __init__(self, params: Hyperparameters | None = None) -> None:
         self.params = params if params is not None else self.Params()

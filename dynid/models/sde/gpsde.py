@@ -154,6 +154,7 @@ class GPSDE(Backend):
     """
 
     name = "gpsde"
+    legacy_arrays = frozenset({"trend"})
     summary = ("latent SDE dz = f(z) dt + dW with a sparse Gaussian-process drift around a fitted "
                "linear mean, fitted by natural-gradient variational inference (SING); the diffusion is fixed at the "
                "identity, so the latent's scale is the noise's and the read-out C carries the "
