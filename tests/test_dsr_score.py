@@ -9,6 +9,7 @@ import pytest
 
 from dynid import api
 from dynid.data.dataset import Dataset
+from dynid.modelfile import load_model
 from dynid.models.sindy import SINDy, SINDyParams
 from dynid.systems import simulate
 
@@ -68,7 +69,8 @@ def test_estimate_lyapunov_reports_the_spectrum_and_vpt_in_lyapunov_times(cli, l
     assert len(exponents) == 3 and len(document["lyapunov_standard_error"]) == 3
     assert exponents == sorted(exponents, reverse=True)
     assert exponents[0] == pytest.approx(0.9056, rel=0.25)  # a short orbit: a rough estimate
-    assert document["lyapunov_state_dimension"] == 6
+    # ngrc's state is every variable over the delay span its fit chose ((k - 1) s + 1 samples)
+    assert document["lyapunov_state_dimension"] == 3 * load_model(str(models["ngrc"])).model.history_length
     assert document["lyapunov_orbit_time"] == pytest.approx(20.0)
     assert document["valid_prediction_time_lyapunov"] == pytest.approx(
         document["valid_prediction_time"] * exponents[0])
