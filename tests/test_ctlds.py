@@ -256,8 +256,8 @@ def test_irregular_fit_finds_the_eigenvalues_the_data_determine_within_3_percent
     (DETERMINED_CONTINUOUS; Cramer-Rao bound from the whole exact path 0.82% and 0.35%), 3000
     samples at steps uniform in [0.02, 0.2], 30% missing. Measured 2026-12-02 on these data:
     the fit 0.90% off at most (164 s for the test, load ~3), interpolation onto a grid 3.3%; on
-    the benchmark's two data seeds 0.32% and 0.93%, interpolated 3.5% and 3.2%, missing only the
-    fast oscillation (benchmarks/README.md)."""
+    the benchmark's three data seeds 0.32-0.93%, interpolated 3.2-3.9%, missing only the fast
+    oscillation (benchmarks/README.md)."""
     truth = true_continuous(eigenvalues=tuple(DETERMINED_CONTINUOUS))
     t = irregular_times(3000, seed=6)
     y = simulate_irregular(truth, t, seed=7, missing=0.3)
