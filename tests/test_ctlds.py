@@ -21,6 +21,7 @@ from dynid.linear.continuous import ContinuousStateSpace, discretise, from_discr
 from dynid.linear.kalman import StateSpace, kalman_filter
 from dynid.modelfile import ModelFile, describe_fit
 from dynid.models.latent.ctlds import identifiability
+from dynid.models.latent.lds import LDS
 from dynid.report import build_report
 
 from test_lds import assert_exact_gaussian, simulate_lds
@@ -29,14 +30,33 @@ from tests.test_report import SVG_XMLNS, check_page
 N_LATENT, N_OBSERVED = 4, 8
 # Per unit of time: a damped oscillation (period ~2.1) and two decays.
 TRUE_CONTINUOUS = np.array([-0.5 + 3j, -0.5 - 3j, -1.0, -2.0])
+# Two lightly damped oscillations (periods ~2.1 and ~0.63), chosen so that 3000 irregular samples
+# determine them: the Cramer-Rao bound from the whole path over those ~330 time units allows
+# relative standard deviations of 0.82% and 0.35% (benchmarks/lds_goals.py --determined).
+DETERMINED_CONTINUOUS = np.array([-0.1 + 3j, -0.1 - 3j, -0.2 + 10j, -0.2 - 10j])
+
+
+def real_form(eigenvalues: tuple[complex, ...]) -> np.ndarray:
+    """The real block-diagonal matrix (n, n) with these n eigenvalues (conjugate pairs both
+    listed): a block [[a, -w], [w, a]] per pair a +- wi, a diagonal entry per real one."""
+    block = np.zeros((len(eigenvalues), len(eigenvalues)))
+    k = 0
+    for value in eigenvalues:
+        if value.imag == 0:
+            block[k, k] = value.real
+            k += 1
+        elif value.imag > 0:
+            block[k:k + 2, k:k + 2] = [[value.real, -value.imag], [value.imag, value.real]]
+            k += 2
+    return block
 
 
 @functools.cache
-def true_continuous(inputs: int = 0, seed: int = 0) -> ContinuousStateSpace:
+def true_continuous(inputs: int = 0, seed: int = 0, eigenvalues: tuple[complex, ...] = tuple(TRUE_CONTINUOUS)) -> ContinuousStateSpace:
+    """The known system: generator with ``eigenvalues`` (per time unit) in a random basis, 8
+    observed variables with noise sd 0.3, state noise intensity 4 I."""
     rng = np.random.default_rng(seed)
-    block = np.zeros((N_LATENT, N_LATENT))
-    block[:2, :2] = [[-0.5, -3.0], [3.0, -0.5]]
-    block[2, 2], block[3, 3] = -1.0, -2.0
+    block = real_form(eigenvalues)
     basis = rng.normal(size=(N_LATENT, N_LATENT))
     return ContinuousStateSpace(
         f=basis @ block @ np.linalg.inv(basis),
@@ -72,15 +92,32 @@ def simulate_irregular(model: ContinuousStateSpace, t: np.ndarray, seed: int, mi
     return y
 
 
-def relative_error(found: np.ndarray, truth: np.ndarray) -> float:
-    """Largest |found - truth| / |truth| over the best one-to-one matching."""
+def matched_relative_errors(found: np.ndarray, truth: np.ndarray) -> np.ndarray:
+    """|found - truth| / |truth| (n,) per true eigenvalue (n <= len(found)), over the one-to-one
+    matching that minimises their sum."""
     distance = np.abs(found[:, None] - truth[None, :]) / np.abs(truth)[None, :]
     rows, cols = linear_sum_assignment(distance)
-    return float(distance[rows, cols].max())
+    out = np.empty(truth.shape[0])
+    out[cols] = distance[rows, cols]
+    return out
+
+
+def relative_error(found: np.ndarray, truth: np.ndarray) -> float:
+    """Largest |found - truth| / |truth| over the matching of ``matched_relative_errors``."""
+    return float(matched_relative_errors(found, truth).max())
 
 
 def dataset(y: np.ndarray, t: np.ndarray) -> Dataset:
     return Dataset.from_arrays(y, t=t, variables=[f"y{i}" for i in range(y.shape[1])])
+
+
+def interpolated_fit(y: np.ndarray, t: np.ndarray) -> LDS:
+    """The baseline the goal says misses: ``y`` (T, p) at times t (T,), gaps included, linearly
+    interpolated onto a grid at the median step and fitted there by the discrete lds."""
+    step = float(np.median(np.diff(t)))
+    grid = np.arange(t[0], t[-1], step)
+    filled = np.column_stack([np.interp(grid, t[~np.isnan(col)], col[~np.isnan(col)]) for col in y.T])
+    return api.fit(dataset(filled, grid), "lds", {"latent": 4, "max_iter": 100}, device="cpu").model
 
 
 # -- discretisation and filtering ------------------------------------------------------------------
@@ -210,12 +247,26 @@ def test_irregular_fit_is_above_the_truth_and_finds_the_oscillation_where_interp
     assert model.arrays()["log_likelihood"][-1] > truth
     oscillation = TRUE_CONTINUOUS[:2]
     assert relative_error(model.continuous_eigenvalues(), oscillation) < 0.03
-    # Interpolated onto a grid at the median step (gaps filled too), then the discrete model.
-    step = float(np.median(np.diff(t)))
-    grid = np.arange(t[0], t[-1], step)
-    filled = np.column_stack([np.interp(grid, t[~np.isnan(col)], col[~np.isnan(col)]) for col in y.T])
-    gridded = api.fit(dataset(filled, grid), "lds", {"latent": 4, "max_iter": 100}, device="cpu").model
-    assert relative_error(gridded.continuous_eigenvalues_, oscillation) > 0.03
+    assert relative_error(interpolated_fit(y, t).continuous_eigenvalues_, oscillation) > 0.03
+
+
+@pytest.mark.slow
+def test_irregular_fit_finds_the_eigenvalues_the_data_determine_within_3_percent():
+    """The 3% goal where the data determine the eigenvalues: two lightly damped oscillations
+    (DETERMINED_CONTINUOUS; Cramer-Rao bound from the whole exact path 0.82% and 0.35%), 3000
+    samples at steps uniform in [0.02, 0.2], 30% missing. Measured 2026-12-02 on these data:
+    the fit 0.90% off at most (164 s for the test, load ~3), interpolation onto a grid 3.3%; on
+    the benchmark's three data seeds 0.32-0.93%, interpolated 3.2-3.9%, missing only the fast
+    oscillation (benchmarks/README.md)."""
+    truth = true_continuous(eigenvalues=tuple(DETERMINED_CONTINUOUS))
+    t = irregular_times(3000, seed=6)
+    y = simulate_irregular(truth, t, seed=7, missing=0.3)
+    model = api.fit(dataset(y, t), "lds", {"latent": 4, "max_iter": 100}, device="cpu").model
+    assert model.arrays()["log_likelihood"][-1] > kalman_filter(truth.course(t), y).loglik.sum()
+    found = relative_error(model.continuous_eigenvalues(), DETERMINED_CONTINUOUS)
+    gridded = relative_error(interpolated_fit(y, t).continuous_eigenvalues_, DETERMINED_CONTINUOUS)
+    assert found < 0.03, found
+    assert gridded > 0.03, gridded
 
 
 # -- ctlds ----------------------------------------------------------------------------------------
