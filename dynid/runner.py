@@ -18,6 +18,7 @@ import os
 import signal
 import string
 import sys
+import threading
 from collections.abc import Callable, Iterator, Mapping
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass
@@ -250,12 +251,20 @@ def _raise_terminated(signum: int, frame: object) -> None:
     raise Terminated()
 
 
+# Seconds after which a SIGTERM that arrived where Python could not raise it is sent again.
+REDELIVERY_DELAY = 0.01
+
+
 def _redeliver_termination(unraisable: sys.UnraisableHookArgs) -> None:
     """``sys.unraisablehook``: a ``Terminated`` raised where Python cannot propagate it (a
     weakref callback or ``__del__`` that the signal happened to interrupt) would be printed with
-    a traceback and lost; send SIGTERM again instead, so it is raised at the next safe point."""
+    a traceback and lost; send SIGTERM again instead, so it is raised at the next safe point.
+    From another thread, a moment later: sent from here, its handler could run before this hook
+    returns, and raise inside the hook, where it is printed and lost the same way."""
     if isinstance(unraisable.exc_value, Terminated):
-        os.kill(os.getpid(), signal.SIGTERM)
+        resend = threading.Timer(REDELIVERY_DELAY, os.kill, (os.getpid(), signal.SIGTERM))
+        resend.daemon = True
+        resend.start()
         return
     sys.__unraisablehook__(unraisable)
 
