@@ -215,3 +215,22 @@ class StopAt:
 
     def close(self) -> None:
         pass
+
+
+def fit_interrupted_and_resumed(make, data, seed: int, stop_epoch: int, checkpoints):  # type: ignore[no-untyped-def]
+    """(the uninterrupted fit, the fit interrupted when epoch ``stop_epoch`` reports and then
+    resumed from its checkpoint in ``checkpoints``): ``make()`` builds a fresh backend."""
+    from dynid.training import TrainingOptions
+
+    whole = make().fit(data, seed=seed)
+    with pytest.raises(Interrupt):
+        make().fit(data, seed=seed, training=TrainingOptions(
+            checkpoint_dir=str(checkpoints), checkpoint_every_s=0.0, progress=StopAt(stop_epoch)))
+    resumed = make().fit(data, seed=seed, training=TrainingOptions(checkpoint_dir=str(checkpoints), resume=True))
+    return whole, resumed
+
+
+def assert_same_arrays(expected, actual) -> None:  # type: ignore[no-untyped-def]
+    """Every array of fitted model ``expected`` equals ``actual``'s, bit for bit."""
+    for name, value in expected.arrays().items():
+        assert np.array_equal(actual.arrays()[name], value), name

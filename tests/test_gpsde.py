@@ -363,19 +363,13 @@ def test_the_report_draws_a_two_dimensional_drift_as_arrows():
 
 
 def test_an_interrupted_fit_resumes_bit_identically(tmp_path):
-    from conftest import Interrupt, StopAt
+    from conftest import assert_same_arrays, fit_interrupted_and_resumed
 
     from dynid.models.sde.gpsde import GPSDE, GPSDEParams
-    from dynid.training import TrainingOptions
 
     _, y = double_well(400, seed=3)
     data = Dataset.from_arrays(y[:, None], dt=DT, variables=["y"])
     params = GPSDEParams(max_iter=4)
-    whole = GPSDE(params).fit(data, seed=0)
-    with pytest.raises(Interrupt):
-        GPSDE(params).fit(data, seed=0, training=TrainingOptions(
-            checkpoint_dir=str(tmp_path), checkpoint_every_s=0.0, progress=StopAt(3)))
-    resumed = GPSDE(params).fit(data, seed=0, training=TrainingOptions(checkpoint_dir=str(tmp_path), resume=True))
+    whole, resumed = fit_interrupted_and_resumed(lambda: GPSDE(params), data, 0, 3, tmp_path)
     assert resumed.metrics_["resumed_from"] == 2 and resumed.metrics_["iterations"] == 4
-    for name, value in whole.arrays().items():
-        assert np.array_equal(resumed.arrays()[name], value), name
+    assert_same_arrays(whole, resumed)

@@ -22,7 +22,7 @@ from dynid.modelfile import describe_fit, load_model, save_model
 from dynid.models.operator.koopman import Koopman, KoopmanParams
 from dynid.training import TrainingOptions
 
-from conftest import Interrupt, StopAt
+from conftest import assert_same_arrays, fit_interrupted_and_resumed
 
 A = 0.8
 
@@ -165,15 +165,9 @@ def test_learned_bases_round_trip_through_a_model_file(basis, tmp_path):
 def test_an_interrupted_fit_resumes_bit_identically(basis, tmp_path):
     data = trajectories(4, 41)
     params = KoopmanParams(basis=basis, **{**TINY, "epochs": 5}, **TINY_BASES[basis])
-    whole = Koopman(params).fit(data, seed=2)
-    with pytest.raises(Interrupt):
-        Koopman(params).fit(data, seed=2, training=TrainingOptions(
-            checkpoint_dir=str(tmp_path), checkpoint_every_s=0.0, progress=StopAt(3)))
-    resumed = Koopman(params).fit(data, seed=2, training=TrainingOptions(
-        checkpoint_dir=str(tmp_path), resume=True))
+    whole, resumed = fit_interrupted_and_resumed(lambda: Koopman(params), data, 2, 3, tmp_path)
     assert resumed.metrics_["resumed_from"] == 2 and resumed.metrics_["epochs"] == 5
-    for name, value in whole.arrays().items():
-        assert np.array_equal(resumed.arrays()[name], value), name
+    assert_same_arrays(whole, resumed)
 
 
 def test_training_options_need_a_trained_basis():

@@ -13,9 +13,8 @@ import scipy.linalg
 
 from dynid.data.dataset import Dataset, Trial
 from dynid.models.ltc import LTC, LTCParams
-from dynid.training import TrainingOptions
 
-from conftest import Interrupt, StopAt
+from conftest import assert_same_arrays, fit_interrupted_and_resumed
 
 # x' = A x: period pi, decay time 20; samples 0.1 apart on median, each gap jittered by +-50 %.
 A = np.array([[-0.05, 2.0], [-2.0, -0.05]])
@@ -53,12 +52,6 @@ def test_an_interrupted_fit_resumes_bit_identically(tmp_path):
     t, x = oscillator()
     data = Dataset.from_arrays(x, t=t)
     params = LTCParams(hidden=8, backbone=16, window=8, epochs=6)
-    whole = LTC(params).fit(data, seed=4)
-    with pytest.raises(Interrupt):
-        LTC(params).fit(data, seed=4, training=TrainingOptions(
-            checkpoint_dir=str(tmp_path), checkpoint_every_s=0.0, progress=StopAt(4)))
-    resumed = LTC(params).fit(data, seed=4, training=TrainingOptions(
-        checkpoint_dir=str(tmp_path), resume=True))
+    whole, resumed = fit_interrupted_and_resumed(lambda: LTC(params), data, 4, 4, tmp_path)
     assert resumed.metrics_["resumed_from"] == 3 and resumed.metrics_["epochs"] == 6
-    for name, value in whole.arrays().items():
-        assert np.array_equal(resumed.arrays()[name], value), name
+    assert_same_arrays(whole, resumed)

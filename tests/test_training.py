@@ -29,6 +29,8 @@ from dynid.training import (
     train,
 )
 
+from conftest import Interrupt
+
 torch = pytest.importorskip("torch")
 
 
@@ -180,10 +182,6 @@ def test_divergence_is_a_computation_error():
 
 
 # -- checkpoints and resume ----------------------------------------------------------------------
-class Interrupt(Exception):
-    pass
-
-
 def test_resume_after_an_interruption_is_bit_identical(tmp_path):
     whole_session = TrainingSession(seed=3)
     whole = Minibatches(whole_session)
