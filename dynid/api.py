@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from dynid.data.dataset import Dataset, Trial
-from dynid.data.load import _runs
+from dynid.data.load import true_runs
 from dynid.documents import CAUSAL, INFO, SCORE, SYMBOLIC, tagged
 from dynid.errors import DataError, Diverged, ResourceUnavailable, UsageError
 from dynid.metrics.forecast import masked_rms, valid_steps
@@ -414,7 +414,7 @@ def free_run_scores(model: Backend, data: Dataset, steps: int | None = None) -> 
 
 def _gap_free_stretches(x: np.ndarray) -> list[np.ndarray]:
     """The runs of consecutive complete rows (no NaN) of x (T, d), in order (one empty if none)."""
-    return [x[start:stop] for start, stop in _runs(~np.isnan(x).any(axis=1))] or [x[:0]]
+    return [x[start:stop] for start, stop in true_runs(~np.isnan(x).any(axis=1))] or [x[:0]]
 
 
 def _held_inputs(model: Backend, trial: Trial, steps: int) -> np.ndarray | None:

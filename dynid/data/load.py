@@ -261,7 +261,7 @@ def _table_trials(
         return _nonempty(
             [Trial(t[keep], filled[:, :d], None if u is None else filled[:, d:])], where
         )
-    segments = _runs(~bad_rows)
+    segments = true_runs(~bad_rows)
     trials = [Trial(t[a:b], x[a:b], None if u is None else u[a:b]) for a, b in segments if b - a >= 2]
     notes.append(
         f"{where}: missing values split it into {len(trials)} segment(s)"
@@ -304,7 +304,7 @@ def _nonempty(trials: list[Trial], where: str) -> list[Trial]:
     return trials
 
 
-def _runs(mask: np.ndarray) -> list[tuple[int, int]]:
+def true_runs(mask: np.ndarray) -> list[tuple[int, int]]:
     """Half-open [start, stop) index ranges where ``mask`` is True."""
     padded = np.concatenate([[False], mask, [False]]).astype(np.int8)
     edges = np.flatnonzero(np.diff(padded))
