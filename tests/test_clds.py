@@ -349,6 +349,20 @@ def test_future_inputs_must_repeat_the_condition():
         model.simulate(trial, 5, np.full((5, 1), 0.6))
 
 
+def test_simulate_without_future_inputs_keeps_the_history_condition():
+    """The Python API as the CLI: no future inputs means the history's condition, so the
+    forecast equals the one given that condition explicitly (and a varying history is refused)."""
+    model, _ = fitted()
+    trial = simulate((0.5,), 1, 20, seed=5).trials[0]
+    explicit = model.simulate(trial, 5, np.full((5, 1), 0.5))
+    np.testing.assert_array_equal(model.simulate(trial, 5), explicit)
+    band = model.predictive(trial, 5, None, 0.9)
+    np.testing.assert_array_equal(band.mean, explicit)
+    varying = Trial(trial.t, trial.x, np.linspace(0.4, 0.6, trial.n_samples)[:, None])
+    with pytest.raises(DataError, match="varies within a trial"):
+        model.simulate(varying, 5)
+
+
 @pytest.fixture(scope="module")
 def files(tmp_path_factory):
     """Training and held-out CSVs (trial and input columns) and the model fitted by the CLI."""

@@ -49,7 +49,7 @@ class Capabilities:
     # Discrete hidden states that rows of known state can fix (--labels; fit and states).
     labels: bool = False
     # The inputs are conditions, constant within each trial (fit, forecast and states refuse
-    # inputs that vary within one).
+    # inputs that vary within one); simulate without future inputs keeps the history's.
     conditions: bool = False
 
 
@@ -253,13 +253,15 @@ class Backend(ABC):
                 f"the {self.name} model needs at least {self.history_length} samples of history"
             )
         if self.inputs_:
+            if history.u is None:
+                raise DataError("the history lacks the model's input columns")
+            if future_inputs is None and self.capabilities.conditions:
+                return  # the forecast keeps the history's condition
             if future_inputs is None or future_inputs.shape != (steps, len(self.inputs_)):
                 raise DataError(
                     f"the model takes inputs {', '.join(self.inputs_)}: give {steps} rows of "
                     "future inputs (--future-inputs FILE)"
                 )
-            if history.u is None:
-                raise DataError("the history lacks the model's input columns")
 
     @property
     def history_length(self) -> int:
