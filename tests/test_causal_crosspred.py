@@ -49,6 +49,16 @@ def test_finds_and_orients_the_parents_of_a_mixing_node():
     assert all(e.lag == 0 and np.isnan(e.p_value) for e in graph.edges)
 
 
+def test_trials_are_embedded_separately_and_pooled():
+    # The same record cut in two trials, each embedded on its own and their rows pooled: the
+    # same parents, nearly the same scores (the halves lose the delay vectors' first rows).
+    x, truth = mixed_graph()
+    whole = discover(Dataset.from_arrays(x), "crosspred", seed=0)
+    halves = discover(Dataset.from_arrays([x[: N // 2], x[N // 2:]]), "crosspred", seed=0)
+    np.testing.assert_array_equal(halves.adjacency, truth)
+    np.testing.assert_allclose(halves.score_matrix, whole.score_matrix, atol=0.1)
+
+
 def test_two_sinusoids_get_no_direction():
     # Both are predicted exactly from their own past, so predictability cannot order them: no
     # direction, no significant link, and the same score both ways.

@@ -110,7 +110,7 @@ class CrossPrediction(CausalMethod):
         check_values(data, "crosspred")
         trials = _standardized([trial.x for trial in data.trials])
         delays = delay_taps(trials)
-        start = (params.dim - 1) * int(delays.max()) + params.horizon
+        start = first_row(delays, params)
         rows = sum(max(len(x) - start, 0) for x in trials)
         needed = params.folds * _ROWS_PER_COEFFICIENT * (params.dim + 1)
         if rows < needed:
@@ -127,7 +127,7 @@ def cross_prediction(data: Dataset, trials: list[np.ndarray], delays: np.ndarray
                      params: CrossPredictionParams, settings: CausalSettings) -> CausalGraph:
     """The graph of the module docstring; ``trials`` standardized (n_k, d), ``delays`` (d,)."""
     d = data.n_variables
-    start = (params.dim - 1) * int(delays.max()) + params.horizon
+    start = first_row(delays, params)
     now = delay_vectors(trials, delays, params.dim, start, shift=0)  # (rows, d, dim)
     earlier = delay_vectors(trials, delays, params.dim, start, shift=params.horizon)
     y = np.concatenate([x[start:] for x in trials if len(x) > start])  # (rows, d)
@@ -152,6 +152,12 @@ def cross_prediction(data: Dataset, trials: list[np.ndarray], delays: np.ndarray
         extra={"cross_r2": cross, "dependence": dependence, "own_r2": own, "delays": delays,
                "hyperparameters": params.to_dict(), "dt": data.dt},
     )
+
+
+def first_row(delays: np.ndarray, params: CrossPredictionParams) -> int:
+    """The first sample of a trial with both delay vectors whole: the current one and the one
+    ``horizon`` samples earlier."""
+    return (params.dim - 1) * int(delays.max()) + params.horizon
 
 
 def _link(own_source: float, own_target: float) -> str:
