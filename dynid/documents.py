@@ -84,8 +84,9 @@ SHAPES: Final[dict[str, tuple[str, str]]] = {
     CAUSAL: (
         "dynid discover-causal --json (or --format json)",
         '"variables": [...], "method", "max_lag", "alpha", "edges": [{"source", "target", "lag", '
-        '"strength", "p_value", "significant"} (lag-0 edges of pcmciplus add "link": "-->", "<--", '
-        '"o-o" undirected or "x-x" conflicting)], "score_matrix": [[...]], "adjacency": [[0|1, ...]], '
+        '"strength", "p_value", "significant"} (lag-0 edges of pcmciplus and crosspred add '
+        '"link": "-->", "<--", "o-o" undirected or "x-x" conflicting)], "score_matrix": [[...]], '
+        '"adjacency": [[0|1, ...]], '
         '"seed", then the method\'s own fields',
     ),
     DYNAMIC_STRENGTH: (

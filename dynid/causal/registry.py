@@ -16,6 +16,7 @@ _METHODS: dict[str, str] = {
     "te": "dynid.causal.te:TransferEntropy",
     "neural": "dynid.causal.neural:NeuralGranger",
     "dynamic": "dynid.causal.dynamic:DynamicCausality",
+    "crosspred": "dynid.causal.crosspred:CrossPrediction",
 }
 
 
