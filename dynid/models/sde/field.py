@@ -7,9 +7,10 @@ x (k = k_Z(x), K = k_Z(Z)):
 A sampled drift function is h(x) + k_Z(x)^T K^-1 u with u ~ q(u): a draw from q(f) less the
 sparse GP's remainder given u, a GP of variance k(x, x) - k^T K^-1 k (the second term of Var f)
 correlated along x, so not drawn point by point along a path. Between inducing points a
-lengthscale or less apart it is small: its largest share of the posterior variance was 0.04 %
-to 10 % (the sd up to 5 % less) on the nine double-well fits of benchmarks/gpsde_draws.py. The
-trend is a point estimate.
+lengthscale or less apart it is small: its largest share of the posterior variance inside the
+inducing points' box was 0.04 % to 10 % (the sd up to 5 % less) on the nine double-well fits of
+benchmarks/gpsde_draws.py. Beyond the box, where k_Z fades, it is all of it: draws there are the
+trend alone, while ``sd_at`` returns to the prior's sd. The trend is a point estimate.
 """
 
 from __future__ import annotations
