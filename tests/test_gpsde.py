@@ -221,7 +221,8 @@ def test_the_closed_form_trend_is_the_optimum():
         assert elbo(replace(best, trend=best.trend + np.array(shift))) < at_best
 
 
-def _known_drift_fit(seed: int, n: int = 1000) -> tuple[np.ndarray, np.ndarray, DriftField, Callable[[np.ndarray], np.ndarray]]:
+def _known_drift_fit(seed: int, n: int = 1000) -> tuple[np.ndarray, np.ndarray, DriftField,
+                                                          Callable[[np.ndarray], np.ndarray]]:
     """A drift drawn from the GP's own prior around the trend h(z) = -z (M = 10 inducing points,
     variance 1, lengthscale 0.8), a path of its SDE (Euler-Maruyama on the model's own grid),
     and q(u) in closed form given that path (q(z) a point mass on it) with the true kernel and
