@@ -105,8 +105,9 @@ def stationary_laws(model, draws: int, seed: int = 0) -> dict:
     diffusion) of the posterior-mean drift and of ``draws`` drawn drift functions, read out
     with the fitted C, offset and noise into ``histogram_kl``'s bins (mass beyond them in the
     end bins): the runs' KL without their sampling noise or the Euler-Maruyama grid, for many
-    draws at little cost. Also each draw's stationary mass outside the inducing box (the
-    data's range plus a margin), where the drift is the GP's prior about the trend."""
+    draws at little cost. Also each draw's stationary mass beyond the inducing box (the data's
+    range plus a margin, where the drift is the GP's prior about the trend; past it a draw is
+    the trend alone)."""
     from scipy.stats import norm
     from test_gpsde import kl_edges, stationary_bins
 
