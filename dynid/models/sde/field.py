@@ -4,8 +4,13 @@ anywhere, sampled drift functions, and Euler-Maruyama paths of the latent SDE.
 With q(u_d) = N(mean_d, S), the RBF kernel and the prior mean h(x) = trend^T [x; 1], at a state
 x (k = k_Z(x), K = k_Z(Z)):
     E f_d(x) = h_d(x) + k^T K^-1 mean_d,   Var f_d(x) = k(x, x) - k^T K^-1 k + k^T K^-1 S K^-1 k.
-A sampled drift function is h(x) + k_Z(x)^T K^-1 u with u ~ q(u) (the remainder of the sparse
-GP, uncorrelated from point to point, is left out of paths; the trend is a point estimate).
+A sampled drift function is h(x) + k_Z(x)^T K^-1 u with u ~ q(u): a draw from q(f) less the
+sparse GP's remainder given u, a GP of variance k(x, x) - k^T K^-1 k (the second term of Var f)
+correlated along x, so not drawn point by point along a path. Between inducing points a
+lengthscale or less apart it is small: its largest share of the posterior variance inside the
+inducing points' box was 0.04 % to 10 % (the sd up to 5 % less) on the nine double-well fits of
+benchmarks/gpsde_draws.py. Beyond the box, where k_Z fades, it is all of it: draws there are the
+trend alone, while ``sd_at`` returns to the prior's sd. The trend is a point estimate.
 """
 
 from __future__ import annotations

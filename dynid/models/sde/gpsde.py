@@ -12,6 +12,9 @@ C, c, r and the first states' prior in closed form. Forecasts condition q(z) on 
 (its last ``HISTORY_WINDOW`` samples) and run ``particles`` Euler-Maruyama paths, each from a
 draw of q(z) at the last sample with its own drift function drawn from q(u): the forecast is
 their mean, ``--interval`` their quantiles with the observation noise, ``--sample`` one path.
+A sample path is one draw of the posterior predictive: one drift function drawn from q(u), then
+the SDE's noise, so a long one's histogram carries that function's deviation from the posterior
+mean, and differs from seed to seed as much as the drift's posterior allows.
 The latent coordinates are defined up to sign and order (and by the data's scale through the
 fixed diffusion); the drift's zeros map to the data through C and c.
 """
