@@ -75,9 +75,10 @@ def test_cmi_matches_gaussian_partial_correlation():
     assert abs(estimate - truth) < TOL_ONE
 
 
-def brute_force_cmi(x, y, z, k):
-    """Frenzel-Pompe by pairwise max-norm distances, counts of points strictly inside eps;
-    ``z=None`` gives the mutual information (every point in the empty z-space ball)."""
+def brute_force_counts(x, y, z, k):
+    """(n_xz, n_yz, n_z): per row, the rows strictly closer than its k-th joint neighbour's
+    max-norm distance in xz-, yz- and z-space, the row itself included, by pairwise distances
+    of the prepared (standardised, jittered) columns; ``z=None``: an empty z-space."""
     from dynid.causal.knn import _X, _Y, _Z, _prepare
 
     x, y = _prepare(x, _X), _prepare(y, _Y)
@@ -95,9 +96,14 @@ def brute_force_cmi(x, y, z, k):
             return np.full(len(a), len(a))
         return (distances(a) < eps[:, None]).sum(axis=1)
 
+    return counts(np.hstack([x, z])), counts(np.hstack([y, z])), counts(z)
+
+
+def brute_force_cmi(x, y, z, k):
+    """Frenzel-Pompe from ``brute_force_counts``."""
+    n_xz, n_yz, n_z = brute_force_counts(x, y, z, k)
     return special.digamma(k) - np.mean(
-        special.digamma(counts(np.hstack([x, z]))) + special.digamma(counts(np.hstack([y, z])))
-        - special.digamma(counts(z))
+        special.digamma(n_xz) + special.digamma(n_yz) - special.digamma(n_z)
     )
 
 
@@ -127,6 +133,48 @@ def test_neighbour_searches_equal_brute_force_exactly(monkeypatch, near_list, di
         x, y = np.round(x, 1), np.round(y, 1)
     for k in (1, 4):
         assert cmi_ksg(x, y, z, k=k) == pytest.approx(brute_force_cmi(x, y, z, k), abs=1e-12)
+
+
+@pytest.mark.parametrize("near_list", [3, 128])
+@pytest.mark.parametrize(("dims", "ties"), [((1, 1, 1), False), ((1, 1, 1), True),
+                                            ((1, 1, 2), True), ((2, 1, 3), False),
+                                            ((1, 2, 0), False), ((2, 1, 0), True)])
+def test_ksg_counts_equal_brute_force_counts(monkeypatch, near_list, dims, ties):
+    # The one compiled pass (knn_search.ksg_counts) behind every estimate: its yz, z and zx
+    # counts, row by row, are exactly the brute-force ones, for one or several z and x columns
+    # (the vectorised and the general window count), no z (the x count by the same window
+    # search), ties, and lists so short that the scans take over.
+    from dynid.causal import knn_search
+    from dynid.causal.knn import _X, _prepare
+
+    monkeypatch.setattr("dynid.causal.knn._NEAR_LIST", near_list)
+    rng = np.random.default_rng(sum(dims) + 10 * ties + near_list)
+    dx, dy, dz = dims
+    n = 200
+    z = rng.standard_normal((n, dz)) if dz else None
+    x = rng.standard_normal((n, dx)) + (z[:, :1] if dz else 0)
+    y = np.sin(2 * x[:, :1]) + (z.sum(axis=1, keepdims=True) if dz else 0) + rng.standard_normal((n, dy))
+    if ties:
+        x, y = np.round(x, 1), np.round(y, 1)
+        z = None if z is None else np.round(z, 1)
+    for k in (1, 5):
+        estimator = CMIEstimator(y, z, k)
+        xp = _prepare(x, _X)
+        if z is None:
+            order = np.argsort(xp[:, 0], kind="stable")
+            z_sorted, x_by_z, z_rank = xp[order], xp[:, :0], np.argsort(order)
+        else:
+            order = estimator._z_order.order
+            z_sorted, x_by_z, z_rank = estimator._z_sorted, xp[order], estimator._z_order.rank
+        n_yz, n_z, n_zx = knn_search.ksg_counts(
+            np.hstack([estimator._yz, xp]), estimator._yz.shape[1], estimator._near,
+            estimator._near_distance, estimator._yz_order.order, estimator._yz_order.rank, k,
+            z_sorted, x_by_z, z_rank)
+        want_xz, want_yz, want_z = brute_force_counts(x, y, z, k)
+        np.testing.assert_array_equal(n_yz, want_yz)
+        np.testing.assert_array_equal(n_zx if z is not None else n_z, want_xz)
+        if z is not None:
+            np.testing.assert_array_equal(n_z, want_z)
 
 
 def test_affine_invariance_and_no_jitter_on_continuous_data():

@@ -1,9 +1,14 @@
 """Transfer entropy: direction of linear and nonlinear couplings, agreement with the Gaussian
-closed form, conditioning on other variables, permutation sizing, trials and bad input."""
+closed form, conditioning on other variables, permutation sizing, trials, bad input and worker
+processes."""
 
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+import sys
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -172,3 +177,25 @@ def test_worker_processes_give_the_same_answers():
     for key in ("transfer_entropy", "p_value_raw", "permutations_done", "normal_null"):
         np.testing.assert_array_equal(one.extra[key], two.extra[key])
     assert ("x", "y", 1) in significant(two)
+
+
+def test_script_without_main_guard_fails_instead_of_hanging(tmp_path):
+    # Spawned workers import the main script again, so an unguarded script starts te again in
+    # each worker. That must end in a clear error naming the guard. Before, the call hung: the
+    # problem (here 2 x 3,999 x 3 floats, 190 KiB, more than a pipe holds) was written into each
+    # dying worker's start-up pipe, whose read end CPython's spawn keeps open in the parent.
+    script = tmp_path / "unguarded.py"
+    script.write_text(
+        "import numpy as np\n"
+        "from dynid.causal import discover\n"
+        "from dynid.data.dataset import Dataset\n"
+        "x = np.random.default_rng(0).standard_normal((4000, 3))\n"
+        "discover(Dataset.from_arrays(x), 'te', max_lag=1, params=['workers=2'])\n"
+    )
+    root = Path(__file__).resolve().parents[1]
+    env = {**os.environ, "PYTHONPATH": f"{root}{os.pathsep}{os.environ.get('PYTHONPATH', '')}"}
+    result = subprocess.run([sys.executable, str(script)], cwd=tmp_path, env=env, timeout=120,
+                            capture_output=True, text=True)
+    assert result.returncode == 1
+    assert 'dynid.errors.UsageError: the worker processes re-ran the main script' in result.stderr
+    assert '`if __name__ == "__main__":`' in result.stderr

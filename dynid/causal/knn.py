@@ -108,6 +108,10 @@ class CMIEstimator:
         self._near_distance = self._near_distance.reshape(self.n, length)
         self._yz_order = _SortedOrder(self._yz[:, 0])
         self._z_order = None if self.z is None else _SortedOrder(self.z[:, 0])
+        # z's rows in that order, so that the z and xz counts scan contiguous windows
+        self._z_sorted = None if self.z is None else self.z[self._z_order.order]
+        # digamma of every count 0..n (the same values as digamma of the counts themselves)
+        self._digamma = special.digamma(np.arange(self.n + 1, dtype=float))
         self._z_tree = None if self.z is None else cKDTree(self.z)
         self._z_neighbours: dict[int, np.ndarray] = {}
 
@@ -150,25 +154,22 @@ class CMIEstimator:
     def _estimate_prepared(self, x: np.ndarray) -> float:
         from dynid.causal import knn_search
 
-        yz_order, yz_rank = self._yz_order.order, self._yz_order.rank
-        eps = knn_search.joint_kth_distance(np.hstack([self._yz, x]), self._yz.shape[1],
-                                            self._near, self._near_distance, yz_order, yz_rank,
-                                            self.k)
-        # Strictly closer than eps; the counts include the point itself, so they are n_. + 1.
-        radius = np.nextafter(eps, 0.0)
-        n_yz = knn_search.count_in_list(self._yz, self._near_distance, yz_order, yz_rank, radius)
-        if self.z is None:
-            n_xz = _SortedOrder(x[:, 0]).count_within(x, radius)
-            psi_z = special.digamma(self.n)  # every point lies in the empty z-space ball
+        if self.z is None:  # the x-space count, by the z-space count's window search
+            x_order = _SortedOrder(x[:, 0])
+            z_sorted, x_by_z, z_rank = x[x_order.order], x[:, :0], x_order.rank
         else:
-            assert self._z_order is not None
-            n_z, n_xz = knn_search.count_z_and_xz(np.hstack([self.z, x]), self.z.shape[1],
-                                                  self._z_order.order, self._z_order.rank, radius)
-            psi_z = special.digamma(n_z)
-        value = special.digamma(self.k) - np.mean(
-            special.digamma(n_xz) + special.digamma(n_yz) - psi_z
-        )
-        return float(value)
+            assert self._z_order is not None and self._z_sorted is not None
+            z_sorted, x_by_z, z_rank = self._z_sorted, x[self._z_order.order], self._z_order.rank
+        n_yz, n_z, n_zx = knn_search.ksg_counts(
+            np.hstack([self._yz, x]), self._yz.shape[1], self._near, self._near_distance,
+            self._yz_order.order, self._yz_order.rank, self.k, z_sorted, x_by_z, z_rank)
+        # The counts include the point itself, so they are the estimator's n_. + 1.
+        psi = self._digamma
+        if self.z is None:
+            n_xz, psi_z = n_z, psi[self.n]  # every point lies in the empty z-space ball
+        else:
+            n_xz, psi_z = n_zx, psi[n_z]
+        return float(special.digamma(self.k) - np.mean(psi[n_xz] + psi[n_yz] - psi_z))
 
     def _shuffler(self, k_perm: int, rng: np.random.Generator) -> Callable[[], np.ndarray]:
         """A function returning one null permutation of the rows per call."""
@@ -229,20 +230,13 @@ def restricted_permutation(neighbours: np.ndarray, rng: np.random.Generator) -> 
 
 
 class _SortedOrder:
-    """The sorted order of one coordinate (n,), for the scans of ``knn_search``."""
+    """The sorted order of one coordinate (n,) and each row's position in it, for the scans and
+    windows of ``knn_search``."""
 
     def __init__(self, column: np.ndarray) -> None:
         self.order = np.argsort(column, kind="stable")
         self.rank = np.empty_like(self.order)
         self.rank[self.order] = np.arange(self.order.size)
-
-    def count_within(self, points: np.ndarray, radius: np.ndarray) -> np.ndarray:
-        """(n,) counts of rows of ``points`` (n, D), whose column 0 is the sorted coordinate,
-        within max-norm ``radius[i]`` of row i, row i included."""
-        from dynid.causal import knn_search
-
-        return knn_search.count_within(np.ascontiguousarray(points), self.order, self.rank,
-                                       radius)
 
 
 def _prepare(a: np.ndarray, role: int) -> np.ndarray:
