@@ -3,9 +3,11 @@ time, accuracy)"), on node_vanderpol.py's data and new starts.
 
 The torchdiffeq model is what its documentation and examples lead one to write: the same tanh
 MLP (``width`` x ``depth``, float64, on the same standardised states), Adam with the same
-learning rate and cosine decay over the same number of epochs, minibatches of the same
-multiple-shooting segments (``segment`` intervals, every start sample of the first 80 % of each
-trial). torchdiffeq's ``odeint`` takes one time vector for a batch, so a minibatch of
+learning rate and cosine decay over the same number of epochs, minibatches (``batch``) of the
+same multiple-shooting segments (``segment`` intervals, every start sample of the fit part,
+the first ``1 - validation`` of each trial). These settings come from the ``-p`` options, which
+both models are trained with (dynid's defaults where not given); the rest of ``-p`` (``lbfgs``,
+``patience``, ``substeps``, ...) are dynid's only. torchdiffeq's ``odeint`` takes one time vector for a batch, so a minibatch of
 irregularly sampled segments is integrated over the sorted union of their times measured from
 each segment's start (the usual way, as in Rubanova et al.'s Latent ODEs), with ``dopri5`` at
 rtol 1e-6, atol 1e-8 (or ``--method rk4`` at half the median step). No early stopping and no
@@ -13,10 +15,10 @@ fine-tuning stage: those are dynid's.
 
     python benchmarks/node_vs_torchdiffeq.py [--seeds 0] [--method dopri5|rk4] [--epochs N]
                                              [--only dynid|torchdiffeq]
-                                             [-p key=value ...]   # -p: dynid's node only
+                                             [-p key=value ...]   # dynid's node's settings
 
 Prints one JSON line per seed and model (fit wall and CPU seconds, NRMSE per new start), then
-one summary line per model. Needs the ``bench`` extra (torchdiffeq).
+one summary line per model; the torchdiffeq fit logs each epoch's loss and CPU time to stderr. Needs the ``bench`` extra (torchdiffeq).
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import sys
 import time
 
 import numpy as np
@@ -34,9 +37,6 @@ from dynid import api
 from dynid.models.continuous.node import NODEParams
 from dynid.models.continuous.shooting import segment_trials
 from dynid.training import block_split
-
-DEFAULTS = NODEParams()
-
 
 class Field(torch.nn.Module):
     """dx/dt = MLP(x), as in torchdiffeq's examples (time ignored)."""
@@ -63,20 +63,20 @@ def solver_options(method: str, dt: float) -> dict[str, object]:
 class TorchdiffeqNODE:
     """Fit and forecast of the plain torchdiffeq model on standardised states."""
 
-    def __init__(self, data, seed: int, method: str, epochs: int) -> None:
+    def __init__(self, data, params: NODEParams, seed: int, method: str, epochs: int) -> None:
         stacked = np.vstack([trial.x for trial in data.trials])
         self.center, self.scale = stacked.mean(axis=0), stacked.std(axis=0)
         self.dt_ = float(np.median(np.concatenate([np.diff(t.t) for t in data.trials])))
-        self.method, self.epochs, self.seed = method, epochs, seed
+        self.params, self.method, self.epochs, self.seed = params, method, epochs, seed
         rows = [np.column_stack([t.t, (t.x - self.center) / self.scale]) for t in data.trials]
-        head, _ = block_split(rows, DEFAULTS.validation)
-        segments = segment_trials(head, data.n_variables, DEFAULTS.segment)
+        head, _ = block_split(rows, params.validation)
+        segments = segment_trials(head, data.n_variables, params.segment)
         times = np.concatenate([np.zeros((segments.count, 1)),
                                 np.cumsum(segments.deltas, axis=1)], axis=1)
         self.x = torch.as_tensor(segments.x)
         self.tau = torch.as_tensor(times)
         torch.manual_seed(seed)
-        self.field = Field(data.n_variables, DEFAULTS.width, DEFAULTS.depth).double()
+        self.field = Field(data.n_variables, params.width, params.depth).double()
 
     def _rollout(self, x0: torch.Tensor, tau: torch.Tensor) -> torch.Tensor:
         """States (B, K+1, d) at the times tau (B, K+1) from x0 (B, d) at tau 0."""
@@ -87,20 +87,28 @@ class TorchdiffeqNODE:
         return solution[index, torch.arange(x0.shape[0])[:, None]]
 
     def fit(self) -> None:
-        optimizer = torch.optim.Adam(self.field.parameters(), lr=DEFAULTS.lr)
-        steps = math.ceil(self.x.shape[0] / DEFAULTS.batch)
+        batch = self.params.batch
+        optimizer = torch.optim.Adam(self.field.parameters(), lr=self.params.lr)
+        steps = math.ceil(self.x.shape[0] / batch)
         schedule = torch.optim.lr_scheduler.CosineAnnealingLR(optimizer, self.epochs * steps)
         generator = torch.Generator().manual_seed(self.seed)
-        for _ in range(self.epochs):
+        started = time.process_time()
+        for epoch in range(self.epochs):
             order = torch.randperm(self.x.shape[0], generator=generator)
-            for start in range(0, self.x.shape[0], DEFAULTS.batch):
-                rows = order[start : start + DEFAULTS.batch]
+            total = 0.0
+            for start in range(0, self.x.shape[0], batch):
+                rows = order[start : start + batch]
                 predicted = self._rollout(self.x[rows, 0], self.tau[rows])
                 loss = (predicted[:, 1:] - self.x[rows, 1:]).pow(2).mean()
                 optimizer.zero_grad()
                 loss.backward()
                 optimizer.step()
                 schedule.step()
+                total += float(loss) * len(rows)
+            # Progress on stderr: how long the run will take at the machine's load.
+            print(f"torchdiffeq epoch {epoch + 1}/{self.epochs}: segment mse "
+                  f"{total / self.x.shape[0]:.3g}, {time.process_time() - started:.1f} CPU s",
+                  file=sys.stderr, flush=True)
 
     def forecast(self, x0: np.ndarray, steps: int) -> np.ndarray:
         """States (steps, d) every dt after x0 (d,)."""
@@ -130,12 +138,16 @@ def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--seeds", default="0")
     parser.add_argument("--method", choices=("dopri5", "rk4"), default="dopri5")
-    parser.add_argument("--epochs", type=int, default=DEFAULTS.epochs,
-                        help="torchdiffeq's epochs (default: dynid's most epochs)")
+    parser.add_argument("--epochs", type=int,
+                        help="torchdiffeq's epochs (default: dynid's most epochs, -p epochs)")
     parser.add_argument("--only", choices=("dynid", "torchdiffeq"),
                         help="fit one of the two (to run them as separate processes)")
-    parser.add_argument("-p", dest="params", action="append", default=[])
+    parser.add_argument("-p", dest="params", action="append", default=[],
+                        help="dynid node's hyperparameters; torchdiffeq's model takes width, "
+                        "depth, segment, batch, lr, validation and epochs from them")
     args = parser.parse_args()
+    params = NODEParams.build(args.params)
+    epochs = params.epochs if args.epochs is None else args.epochs
     torch.set_num_threads(1)  # as dynid's fits (dynid.runtime.DEFAULT_TORCH_THREADS)
     data = vdp.training_data(10, 300)
     results: dict[str, list[list[float]]] = {}
@@ -148,7 +160,7 @@ def main() -> None:
                 lambda x0, steps: model.simulate(vdp.Trial(t=np.zeros(1), x=x0[None]), steps,
                                                  None), model.dt_))
         if args.only != "dynid":
-            plain = TorchdiffeqNODE(data, seed, args.method, args.epochs)
+            plain = TorchdiffeqNODE(data, params, seed, args.method, epochs)
             _, wall, cpu = timed(plain.fit)
             runs[f"torchdiffeq {args.method}"] = (wall, cpu, scores(plain.forecast, plain.dt_))
         for name, (wall, cpu, nrmse) in runs.items():
