@@ -5,20 +5,26 @@ The torchdiffeq model is what its documentation and examples lead one to write: 
 MLP (``width`` x ``depth``, float64, on the same standardised states), Adam with the same
 learning rate and cosine decay over the same number of epochs, minibatches (``batch``) of the
 same multiple-shooting segments (``segment`` intervals, every start sample of the fit part,
-the first ``1 - validation`` of each trial). These settings come from the ``-p`` options, which
-both models are trained with (dynid's defaults where not given); the rest of ``-p`` (``lbfgs``,
-``patience``, ``substeps``, ...) are dynid's only. torchdiffeq's ``odeint`` takes one time vector for a batch, so a minibatch of
-irregularly sampled segments is integrated over the sorted union of their times measured from
-each segment's start (the usual way, as in Rubanova et al.'s Latent ODEs), with ``dopri5`` at
-rtol 1e-6, atol 1e-8 (or ``--method rk4`` at half the median step). No early stopping and no
-fine-tuning stage: those are dynid's.
+the first ``1 - validation`` of each trial). torchdiffeq's ``odeint`` takes one time vector
+for a batch, so a minibatch of irregularly sampled segments is integrated over the sorted
+union of their times measured from each segment's start (the usual way, as in Rubanova et
+al.'s Latent ODEs), with ``dopri5`` at rtol 1e-6, atol 1e-8 (or ``--method rk4`` at half the
+median step). With ``lbfgs``, Adam is followed by the same full-batch L-BFGS stage as dynid's
+(torch.optim.LBFGS with dynid's settings, the loss summed over all segments in chunks of
+``batch``). No early stopping, no keeping of the best held-out weights and no fine-tuning
+stage: those are dynid's.
+
+The ``-p`` options are dynid's node's hyperparameters (its defaults where not given); the
+torchdiffeq model takes width, depth, segment, batch, lr, validation, epochs and lbfgs from
+them, so both train alike.
 
     python benchmarks/node_vs_torchdiffeq.py [--seeds 0] [--method dopri5|rk4] [--epochs N]
                                              [--only dynid|torchdiffeq]
-                                             [-p key=value ...]   # dynid's node's settings
+                                             [-p key=value ...]
 
 Prints one JSON line per seed and model (fit wall and CPU seconds, NRMSE per new start), then
-one summary line per model; the torchdiffeq fit logs each epoch's loss and CPU time to stderr. Needs the ``bench`` extra (torchdiffeq).
+one summary line per model; the torchdiffeq fit logs each epoch's loss and CPU time to stderr.
+Needs the ``bench`` extra (torchdiffeq).
 """
 
 from __future__ import annotations
@@ -28,6 +34,7 @@ import json
 import math
 import sys
 import time
+from collections.abc import Iterator
 
 import numpy as np
 import torch
@@ -35,8 +42,9 @@ import torch
 import node_vanderpol as vdp
 from dynid import api
 from dynid.models.continuous.node import NODEParams
-from dynid.models.continuous.shooting import segment_trials
+from dynid.models.continuous.shooting import LBFGSTrainer, segment_trials
 from dynid.training import block_split
+
 
 class Field(torch.nn.Module):
     """dx/dt = MLP(x), as in torchdiffeq's examples (time ignored)."""
@@ -86,29 +94,75 @@ class TorchdiffeqNODE:
         solution = odeint(self.field, x0, union, **solver_options(self.method, self.dt_))
         return solution[index, torch.arange(x0.shape[0])[:, None]]
 
+    def _loss(self, rows: torch.Tensor) -> torch.Tensor:
+        """Rollout MSE of the segments ``rows`` (standardised units)."""
+        predicted = self._rollout(self.x[rows, 0], self.tau[rows])
+        return (predicted[:, 1:] - self.x[rows, 1:]).pow(2).mean()
+
+    def _chunks(self) -> Iterator[tuple[torch.Tensor, float]]:
+        """All fit segments in chunks of ``batch`` (one odeint time vector each): the rows
+        and their share of the segments."""
+        count, batch = self.x.shape[0], self.params.batch
+        for start in range(0, count, batch):
+            rows = torch.arange(start, min(start + batch, count))
+            yield rows, len(rows) / count
+
+    def segment_mse(self) -> float:
+        """Rollout MSE over all fit segments at the current weights (dynid's ``segment_mse``
+        metric)."""
+        with torch.no_grad():
+            return sum(float(self._loss(rows)) * share for rows, share in self._chunks())
+
+    def _log(self, stage: str, epoch: int, epochs: int, loss: float, started: float) -> None:
+        # Progress on stderr: how long the run will take at the machine's load.
+        print(f"torchdiffeq {stage} epoch {epoch + 1}/{epochs}: segment mse {loss:.3g}, "
+              f"{time.process_time() - started:.1f} CPU s", file=sys.stderr, flush=True)
+
     def fit(self) -> None:
-        batch = self.params.batch
+        """Adam over minibatches of segments, then ``lbfgs`` L-BFGS iterations if asked."""
+        count, batch = self.x.shape[0], self.params.batch
         optimizer = torch.optim.Adam(self.field.parameters(), lr=self.params.lr)
-        steps = math.ceil(self.x.shape[0] / batch)
-        schedule = torch.optim.lr_scheduler.CosineAnnealingLR(optimizer, self.epochs * steps)
+        schedule = torch.optim.lr_scheduler.CosineAnnealingLR(
+            optimizer, self.epochs * math.ceil(count / batch))
         generator = torch.Generator().manual_seed(self.seed)
         started = time.process_time()
         for epoch in range(self.epochs):
-            order = torch.randperm(self.x.shape[0], generator=generator)
+            order = torch.randperm(count, generator=generator)
             total = 0.0
-            for start in range(0, self.x.shape[0], batch):
+            for start in range(0, count, batch):
                 rows = order[start : start + batch]
-                predicted = self._rollout(self.x[rows, 0], self.tau[rows])
-                loss = (predicted[:, 1:] - self.x[rows, 1:]).pow(2).mean()
+                loss = self._loss(rows)
                 optimizer.zero_grad()
                 loss.backward()
                 optimizer.step()
                 schedule.step()
-                total += float(loss) * len(rows)
-            # Progress on stderr: how long the run will take at the machine's load.
-            print(f"torchdiffeq epoch {epoch + 1}/{self.epochs}: segment mse "
-                  f"{total / self.x.shape[0]:.3g}, {time.process_time() - started:.1f} CPU s",
-                  file=sys.stderr, flush=True)
+                total += float(loss.detach()) * len(rows)
+            self._log("adam", epoch, self.epochs, total / count, started)
+        if self.params.lbfgs:
+            self._lbfgs(started)
+
+    def _lbfgs(self, started: float) -> None:
+        """dynid's L-BFGS stage (LBFGSTrainer's settings: epochs of ITERATIONS iterations,
+        strong Wolfe line search, the curvature memory kept across epochs) on the loss over
+        all segments, summed over ``_chunks``."""
+        optimizer = torch.optim.LBFGS(
+            self.field.parameters(), lr=1.0, max_iter=LBFGSTrainer.ITERATIONS,
+            history_size=LBFGSTrainer.HISTORY, tolerance_grad=0.0, tolerance_change=0.0,
+            line_search_fn="strong_wolfe")
+
+        def closure() -> torch.Tensor:
+            optimizer.zero_grad()
+            total = 0.0
+            for rows, share in self._chunks():
+                part = self._loss(rows) * share
+                part.backward()
+                total += float(part.detach())
+            return torch.tensor(total)
+
+        epochs = -(-self.params.lbfgs // LBFGSTrainer.ITERATIONS)
+        for epoch in range(epochs):
+            # step returns the loss at the epoch's start: logged without one more evaluation.
+            self._log("lbfgs", epoch, epochs, float(optimizer.step(closure)), started)
 
     def forecast(self, x0: np.ndarray, steps: int) -> np.ndarray:
         """States (steps, d) every dt after x0 (d,)."""
@@ -144,7 +198,7 @@ def main() -> None:
                         help="fit one of the two (to run them as separate processes)")
     parser.add_argument("-p", dest="params", action="append", default=[],
                         help="dynid node's hyperparameters; torchdiffeq's model takes width, "
-                        "depth, segment, batch, lr, validation and epochs from them")
+                        "depth, segment, batch, lr, validation, epochs and lbfgs from them")
     args = parser.parse_args()
     params = NODEParams.build(args.params)
     epochs = params.epochs if args.epochs is None else args.epochs
@@ -158,15 +212,17 @@ def main() -> None:
                                                      device="cpu").model)
             runs["dynid node"] = (wall, cpu, scores(
                 lambda x0, steps: model.simulate(vdp.Trial(t=np.zeros(1), x=x0[None]), steps,
-                                                 None), model.dt_))
+                                                 None), model.dt_),
+                {k: v for k, v in model.metrics_.items() if k != "training_curve"})
         if args.only != "dynid":
             plain = TorchdiffeqNODE(data, params, seed, args.method, epochs)
             _, wall, cpu = timed(plain.fit)
-            runs[f"torchdiffeq {args.method}"] = (wall, cpu, scores(plain.forecast, plain.dt_))
-        for name, (wall, cpu, nrmse) in runs.items():
+            runs[f"torchdiffeq {args.method}"] = (wall, cpu, scores(plain.forecast, plain.dt_),
+                                                  {"segment_mse": plain.segment_mse()})
+        for name, (wall, cpu, nrmse, metrics) in runs.items():
             results.setdefault(name, []).append(nrmse)
             print(json.dumps({"model": name, "seed": seed, "fit_wall_s": round(wall, 1),
-                              "fit_cpu_s": round(cpu, 1),
+                              "fit_cpu_s": round(cpu, 1), "metrics": metrics,
                               "nrmse_one_period": [round(v, 4) for v in nrmse]}), flush=True)
     for name, nrmse in results.items():
         print(json.dumps({"model": name, **vdp.summary(nrmse)}))
