@@ -15,13 +15,7 @@ from scipy.linalg import expm
 from dynid import api
 from dynid.data.dataset import Dataset, Trial
 from dynid.models.continuous.integrate import rk4_step, solve
-from dynid.models.continuous.shooting import (
-    LBFGSTrainer,
-    ShootingTrainer,
-    SolverSettings,
-    density_weights,
-    segment_trials,
-)
+from dynid.models.continuous.shooting import LBFGSTrainer, ShootingTrainer, segment_trials
 from dynid.training import TrainingOptions
 
 # x' = A x: a damped rotation, eigenvalues -0.1 +- 2i.
@@ -96,38 +90,6 @@ def test_segments_are_the_windows_of_each_trial_with_their_own_steps():
     assert np.array_equal(segments.u[:, :, 0], 10 * segments.x[:, :, 0])
     strided = segment_trials([trial], d=1, length=2, stride=2)
     assert np.array_equal(strided.x[:, :, 0], [[0, 1, 2], [2, 3, 4]])
-
-
-def test_density_weights_make_each_region_count_by_its_area_not_its_samples():
-    rng = np.random.default_rng(0)
-    crowded = rng.uniform(0.0, 1.0, (400, 2))  # area 1, 400 samples
-    sparse = rng.uniform(0.0, 1.0, (100, 2)) * [2.0, 1.0] + [2.0, 0.0]  # area 2, 100 samples
-    weights = density_weights(np.vstack([crowded, sparse]))
-    assert np.isclose(weights.mean(), 1.0)
-    # Unweighted the crowded square has 4x the sparse one's share; weighted, half of it (its
-    # area). 0.52 measured; the kNN estimate is biased at the squares' edges.
-    share = weights[:400].sum() / weights[400:].sum()
-    assert 0.4 < share < 0.65
-    # A lone far point is held to the cap, in multiples of the median weight.
-    lone = density_weights(np.vstack([crowded, [[50.0, 50.0]]]), cap=20.0)
-    assert np.isclose(lone[-1] / np.median(lone), 20.0)
-
-
-def test_weighted_rollout_loss_is_the_weighted_mean_of_the_segments_errors():
-    from dynid.models.continuous.networks import NeuralField
-    from dynid.models.continuous.shooting import _SegmentRollouts
-
-    rng = np.random.default_rng(1)
-    segments = segment_trials([np.column_stack([np.cumsum(rng.uniform(0.02, 0.08, 12)),
-                                                rng.normal(size=(12, 2))])], d=2, length=3)
-    network = NeuralField(2, 0, 8, 1).double()
-    plain = _SegmentRollouts(network, segments, None, SolverSettings(), "cpu")
-    x, deltas, u = plain.fit
-    each = torch.stack([plain.rollout_loss(x[i : i + 1], deltas[i : i + 1], u)
-                        for i in range(segments.count)])
-    weights = torch.as_tensor(rng.uniform(0.0, 2.0, segments.count))
-    assert torch.isclose(plain.rollout_loss(x, deltas, u), each.mean())
-    assert torch.isclose(plain.rollout_loss(x, deltas, u, weights), (each * weights).mean())
 
 
 def linear_data(seed: int = 0, trials: int = 3, n: int = 120) -> Dataset:

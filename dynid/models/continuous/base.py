@@ -20,7 +20,6 @@ from dynid.data.dataset import Dataset, Trial
 from dynid.models.base import Backend, Capabilities, Hyperparameters, expect_array, param
 from dynid.models.continuous.shooting import (
     LBFGSTrainer,
-    density_weights,
     Segments,
     ShootingTrainer,
     SolverSettings,
@@ -78,10 +77,6 @@ class ContinuousParams(Hyperparameters):
         0.2, "fraction of every trial's end held out for early stopping (0: none, train "
         "all epochs)")
     lbfgs: int | None = param(0, LBFGS_DOC)
-    weighting: Literal["uniform", "density"] = param(
-        "uniform", "how fit segments count in the loss: uniform, or density (inversely to the "
-        "density of the data around their first states, so that the few segments of a "
-        "transient count as much as the many on an attractor)")
     refine: int = param(0, REFINE_DOC)
     refine_epochs: int = param(60, "fine-tuning: most passes over the long windows")
 
@@ -182,15 +177,12 @@ class ContinuousBackend(Backend):
                 fit_part = segment_trials(head, data.n_variables, stage.length, stage.stride)
                 validation = (None if tail is None
                               else _windows(tail, data.n_variables, stage.length))
-                weights = (density_weights(fit_part.x[:, 0]) if params.weighting == "density"
-                           else None)
                 trainer: ShootingTrainer | LBFGSTrainer = (
-                    LBFGSTrainer(network, fit_part, validation, self._solver(), device,
-                                 weights)
+                    LBFGSTrainer(network, fit_part, validation, self._solver(), device)
                     if stage.lr is None else
                     ShootingTrainer(network, fit_part, validation, self._solver(), lr=stage.lr,
                                     batch=params.batch, epochs=stage.epochs, session=session,
-                                    device=device, weights=weights))
+                                    device=device))
                 # A later stage starts from trained weights: it keeps them unless it lowers
                 # the held-out error (the loop's best is only among its own epochs).
                 before = trainer.validation_loss() if trainers else None

@@ -74,62 +74,27 @@ def segment_trials(trials: list[np.ndarray], d: int, length: int, stride: int = 
     return Segments(x=rows[:, :, 1 : 1 + d], deltas=np.diff(rows[:, :, 0], axis=1), u=u)
 
 
-def density_weights(starts: np.ndarray, neighbours: int = 16, cap: float = 20.0) -> np.ndarray:
-    """Weights (S,) of segments inversely proportional to the density of the data around
-    their first states ``starts`` (S, d), mean 1: a k-nearest-neighbour estimate, density
-    ~ k / r_k^d, so each region of state space counts alike however many samples lie there
-    (a trial's transient is a few segments beside the many on an attractor). No weight is
-    over ``cap`` times the median weight, so one isolated segment cannot dominate the loss."""
-    from scipy.spatial import cKDTree
-
-    count, d = starts.shape
-    k = min(neighbours, count - 1)
-    if k < 1:
-        return np.ones(count)
-    radius = cKDTree(starts).query(starts, k + 1)[0][:, -1]
-    volume = np.maximum(radius, np.finfo(float).tiny) ** d
-    weights = np.minimum(volume / np.median(volume), cap)
-    return weights / weights.mean()
-
-
 class _SegmentRollouts:
     """The loss both training strategies minimise: the rollout MSE of ``network`` (a torch
-    module that is a ``Dynamics``) on the fit segments, each segment's mean weighted by
-    ``weights`` (S,) of mean 1 if given; and the unweighted MSE on the held-out ones."""
+    module that is a ``Dynamics``) on the fit segments, and the same on the held-out ones."""
 
     def __init__(self, network: torch.nn.Module, fit: Segments, validation: Segments | None,
-                 solver: SolverSettings, device: str, weights: np.ndarray | None = None
-                 ) -> None:
-        import torch
-
+                 solver: SolverSettings, device: str) -> None:
         self.network = network
         self.solver = solver
         self.fit = _tensors(fit, device)
-        self.weights = (None if weights is None
-                        else torch.as_tensor(weights, dtype=torch.float64, device=device))
         self.validation = None if validation is None else _tensors(validation, device)
 
-    def rollout_loss(self, x: torch.Tensor, deltas: torch.Tensor, u: torch.Tensor | None,
-                     weights: torch.Tensor | None = None) -> torch.Tensor:
-        """Mean squared error of the rollouts from x[:, 0] against x[:, 1:]; with weights
-        (B,), the weighted mean of the segments' mean squared errors."""
+    def rollout_loss(self, x: torch.Tensor, deltas: torch.Tensor,
+                     u: torch.Tensor | None) -> torch.Tensor:
+        """Mean squared error of the rollouts from x[:, 0] against x[:, 1:]."""
         from dynid.models.continuous.integrate import solve
 
         dynamics: Dynamics = self.network  # type: ignore[assignment]
         predicted = solve(dynamics, x[:, 0], deltas, u, substeps=self.solver.substeps,
                           adaptive=self.solver.adaptive, rtol=self.solver.rtol,
                           atol=self.solver.atol)
-        errors = (predicted[:, 1:] - x[:, 1:]).pow(2)
-        if weights is None:
-            return errors.mean()
-        return (errors.mean(dim=(1, 2)) * weights).mean()
-
-    def _fit_rows(self, rows: torch.Tensor | slice) -> tuple[
-            torch.Tensor, torch.Tensor, torch.Tensor | None, torch.Tensor | None]:
-        """The fit segments ``rows``: states, interval lengths, inputs and weights."""
-        x, deltas, u = self.fit
-        return (x[rows], deltas[rows], None if u is None else u[rows],
-                None if self.weights is None else self.weights[rows])
+        return (predicted[:, 1:] - x[:, 1:]).pow(2).mean()
 
     def validation_loss(self) -> float | None:
         import torch
@@ -148,9 +113,8 @@ class ShootingTrainer(_SegmentRollouts):
 
     def __init__(self, network: torch.nn.Module, fit: Segments, validation: Segments | None,
                  solver: SolverSettings, *, lr: float, batch: int, epochs: int,
-                 session: TrainingSession, device: str, weights: np.ndarray | None = None
-                 ) -> None:
-        super().__init__(network, fit, validation, solver, device, weights)
+                 session: TrainingSession, device: str) -> None:
+        super().__init__(network, fit, validation, solver, device)
         self.batch, self.lr, self.epochs = batch, lr, epochs
         self.generator = session.torch_generator
         self.optimizer = _Adam(list(network.parameters()))
@@ -158,12 +122,13 @@ class ShootingTrainer(_SegmentRollouts):
     def train_step(self, epoch: int) -> TrainingStep:
         import torch
 
-        count = self.fit[0].shape[0]
+        x, deltas, u = self.fit
         lr = 0.5 * self.lr * (1.0 + math.cos(math.pi * (epoch - 1) / self.epochs))
-        order = torch.randperm(count, generator=self.generator).to(self.fit[0].device)
+        order = torch.randperm(x.shape[0], generator=self.generator).to(x.device)
         total, batches = 0.0, 0
-        for start in range(0, count, self.batch):
-            loss = self.rollout_loss(*self._fit_rows(order[start : start + self.batch]))
+        for start in range(0, x.shape[0], self.batch):
+            rows = order[start : start + self.batch]
+            loss = self.rollout_loss(x[rows], deltas[rows], None if u is None else u[rows])
             # A parameter the loss does not reach (phnn's G without inputs) gets zero.
             grads = torch.autograd.grad(loss, self.optimizer.params, allow_unused=True,
                                         materialize_grads=True)
@@ -206,11 +171,10 @@ class LBFGSTrainer(_SegmentRollouts):
     PREFIX = "lbfgs."
 
     def __init__(self, network: torch.nn.Module, fit: Segments, validation: Segments | None,
-                 solver: SolverSettings, device: str, weights: np.ndarray | None = None
-                 ) -> None:
+                 solver: SolverSettings, device: str) -> None:
         import torch
 
-        super().__init__(network, fit, validation, solver, device, weights)
+        super().__init__(network, fit, validation, solver, device)
         self.parameters = [p for p in network.parameters() if p.requires_grad]
         # No tolerances: an epoch always runs its iterations (the loop's patience stops).
         self.optimizer = torch.optim.LBFGS(
@@ -233,13 +197,14 @@ class LBFGSTrainer(_SegmentRollouts):
         gradient is accumulated into the weights' ``.grad``."""
         import torch
 
-        count = self.fit[0].shape[0]
+        x, deltas, u = self.fit
+        count = x.shape[0]
         total = 0.0
         for start in range(0, count, self.CHUNK):
             rows = slice(start, start + self.CHUNK)
             with torch.set_grad_enabled(backward):
-                part = (self.rollout_loss(*self._fit_rows(rows))
-                        * (min(count - start, self.CHUNK) / count))
+                part = (self.rollout_loss(x[rows], deltas[rows], None if u is None else u[rows])
+                        * (x[rows].shape[0] / count))
             if backward:
                 part.backward()
             total += float(part.detach())
