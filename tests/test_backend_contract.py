@@ -45,7 +45,7 @@ CONTRACT_PARAMS: dict[str, list[str]] = {
     "ltc": ["hidden=8", "backbone=16", "window=8", "epochs=3"],
     "plrnn": ["epochs=2", "batches=3", "sequence=20", "hidden=8"],
     "alrnn": ["epochs=2", "batches=3", "sequence=20", "latent=6"],
-    "node": ["width=8", "depth=1", "segment=4", "epochs=2", "batch=256"],
+    "node": ["width=8", "depth=1", "segment=4", "epochs=2", "batch=256", "lbfgs=25"],
     "phnn": ["width=8", "depth=1", "segment=4", "epochs=2", "batch=256"],
     "hnn": ["width=8", "depth=1", "segment=4", "epochs=2", "batch=256"],
     "gpsde": ["max_iter=5", "particles=50"],

@@ -102,8 +102,9 @@ def linear_data(seed: int = 0, trials: int = 3, n: int = 120) -> Dataset:
     return Dataset(trials=tuple(runs), variables=("x", "y"))
 
 
-FAST = ["width=32", "depth=1", "segment=8", "substeps=1", "epochs=40", "batch=64", "lr=0.03",
-        "validation=0"]
+# Adam only (lbfgs=0) unless a test asks for the L-BFGS stage.
+FAST = ["width=32", "depth=1", "segment=8", "substeps=1", "lbfgs=0", "epochs=40", "batch=64",
+        "lr=0.03", "validation=0"]
 
 
 def test_node_learns_a_linear_field_from_irregular_trials():
@@ -167,7 +168,7 @@ def learned_field_error(model, data: Dataset) -> float:
 
 def test_lbfgs_stage_fits_what_a_brief_adam_stage_leaves():
     data = linear_data()
-    adam = FAST[:4] + ["epochs=10", "batch=64", "lr=0.03", "validation=0.2"]
+    adam = FAST[:5] + ["epochs=10", "batch=64", "lr=0.03", "validation=0.2"]
     first = api.fit(data, "node", adam, seed=0, device="cpu").model
     both = api.fit(data, "node", adam + ["lbfgs=50"], seed=0, device="cpu").model
     assert "lbfgs_epochs" not in first.metrics_
@@ -179,6 +180,23 @@ def test_lbfgs_stage_fits_what_a_brief_adam_stage_leaves():
     assert both.metrics_["lbfgs_validation_mse"] < 0.1 * both.metrics_["validation_mse"]
     # The lower loss is the true field: relative field error 14.6 % -> 0.56 % measured.
     assert learned_field_error(both, data) < 0.1 * learned_field_error(first, data)
+
+
+def test_the_default_lbfgs_stage_runs_when_a_full_batch_loss_is_cheap_enough():
+    from dynid.models.continuous.base import LBFGS_AUTO_ITERATIONS, LBFGS_AUTO_STEPS
+    from dynid.models.continuous.node import NODE, NODEParams
+
+    params = NODEParams()  # lbfgs none: automatic; 10-interval segments, one substep
+    assert params.lbfgs is None and params.segment == 10 and params.substeps == 1
+    # A trial of n rows gives n - 10 segments of 10 steps each.
+    at_cap = [np.zeros((LBFGS_AUTO_STEPS // 10 + 10, 3))]
+    over_cap = [np.zeros((LBFGS_AUTO_STEPS // 10 + 11, 3))]
+    assert NODE._lbfgs_iterations(at_cap, params) == LBFGS_AUTO_ITERATIONS
+    assert NODE._lbfgs_iterations(over_cap, params) == 0
+    # Substeps are solver steps too; a given count is taken as it is.
+    assert NODE._lbfgs_iterations(at_cap, NODEParams(substeps=2)) == 0
+    assert NODE._lbfgs_iterations(over_cap, NODEParams(lbfgs=50)) == 50
+    assert NODE._lbfgs_iterations(at_cap, NODEParams(lbfgs=0)) == 0
 
 
 @pytest.mark.parametrize("trainer, crash_epoch", [(ShootingTrainer, 4), (LBFGSTrainer, 2)])

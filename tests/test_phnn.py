@@ -197,7 +197,7 @@ def test_the_report_shows_the_energy_of_a_free_run_for_energy_models_only(monkey
     data = oscillator(0.2, trials=1, n=40)
     pages = {}
     for name in ("phnn", "node"):
-        model = api.fit(data, name, FAST + ["epochs=1"], seed=0, device="cpu").model
+        model = api.fit(data, name, FAST + ["epochs=1", "lbfgs=0"], seed=0, device="cpu").model
         meta = describe_fit(model, data, seed=0, device="cpu", fit_seconds=0.1)
         pages[name] = build_report([(f"{name}.dynid", ModelFile(model, meta))], [], data)
     check_page(pages["phnn"])

@@ -47,6 +47,17 @@ REFINE_DOC = (
     "trajectory-level fine-tuning after multiple shooting: intervals per window of a second "
     "stage on long windows (starting every `segment` samples), which penalises the phase and "
     "amplitude errors that short segments let accumulate (0 or <= segment: none)")
+# The automatic L-BFGS stage (`-p lbfgs=none`): this many iterations when one full-batch loss
+# costs at most LBFGS_AUTO_STEPS solver steps (segments x intervals x substeps). 500
+# iterations on Van der Pol's 10 trials x 300 samples (23,000 steps) took 180 CPU s; the cap
+# keeps the stage under some 7 CPU minutes, and larger data are fitted by Adam alone.
+LBFGS_AUTO_ITERATIONS = 500
+LBFGS_AUTO_STEPS = 50_000
+LBFGS_DOC = (
+    "full-batch L-BFGS iterations on the segments after Adam (in epochs of "
+    f"{LBFGSTrainer.ITERATIONS}), which fit the rare transient segments Adam leaves: "
+    f"forecasts from new initial states (0: none; none: {LBFGS_AUTO_ITERATIONS} when the "
+    f"segments need at most {LBFGS_AUTO_STEPS} solver steps in all, else none)")
 _NETWORK = "net."
 
 
@@ -65,18 +76,15 @@ class ContinuousParams(Hyperparameters):
     validation: float = param(
         0.2, "fraction of every trial's end held out for early stopping (0: none, train "
         "all epochs)")
-    lbfgs: int = param(
-        0, "full-batch L-BFGS iterations on the segments after Adam (in epochs of "
-        f"{LBFGSTrainer.ITERATIONS}), which fit the rare transient segments Adam leaves: "
-        "forecasts from new initial states (0: none)")
+    lbfgs: int | None = param(0, LBFGS_DOC)
     refine: int = param(0, REFINE_DOC)
     refine_epochs: int = param(60, "fine-tuning: most passes over the long windows")
 
     def __post_init__(self) -> None:
         if self.refine < 0:
             raise ValueError(f"refine must be 0 or a positive integer, not {self.refine}")
-        if self.lbfgs < 0:
-            raise ValueError(f"lbfgs must be 0 or a positive integer, not {self.lbfgs}")
+        if self.lbfgs is not None and self.lbfgs < 0:
+            raise ValueError(f"lbfgs must be none, 0 or a positive integer, not {self.lbfgs}")
         for name in ("width", "depth", "segment", "substeps", "epochs", "batch", "patience",
                      "refine_epochs"):
             if getattr(self, name) < 1:
@@ -151,9 +159,10 @@ class ContinuousBackend(Backend):
         rows = [self._rows(trial) for trial in data.trials]
         head, tail = self._split(rows, params)
         stages = [_Stage("training", params.segment, 1, params.epochs, params.lr)]
-        if params.lbfgs:
+        lbfgs = self._lbfgs_iterations(head, params)
+        if lbfgs:
             stages.append(_Stage("lbfgs", params.segment, 1,
-                                 -(-params.lbfgs // LBFGSTrainer.ITERATIONS), None))
+                                 -(-lbfgs // LBFGSTrainer.ITERATIONS), None))
         refine = min(params.refine, _longest(head))
         if refine > params.segment:
             stages.append(_Stage("refine", refine, params.segment, params.refine_epochs,
@@ -206,6 +215,17 @@ class ContinuousBackend(Backend):
         if trial.u is not None and self.inputs_:
             parts.append((trial.u - self.input_center_) / self.input_scale_)
         return np.hstack(parts)
+
+    @staticmethod
+    def _lbfgs_iterations(head: list[np.ndarray], params: ContinuousParams) -> int:
+        """L-BFGS iterations: ``lbfgs`` as given, or when it is None the automatic choice
+        (LBFGS_AUTO_ITERATIONS if a full-batch loss on the fit rows ``head`` costs at most
+        LBFGS_AUTO_STEPS solver steps, else 0)."""
+        if params.lbfgs is not None:
+            return params.lbfgs
+        segments = sum(max(trial.shape[0] - params.segment, 0) for trial in head)
+        steps = segments * params.segment * params.substeps
+        return LBFGS_AUTO_ITERATIONS if steps <= LBFGS_AUTO_STEPS else 0
 
     def _split(self, rows: list[np.ndarray], params: ContinuousParams
                ) -> tuple[list[np.ndarray], list[np.ndarray] | None]:
@@ -285,6 +305,12 @@ class _Stage:
     stride: int
     epochs: int
     lr: float | None
+
+
+def redefault(name: str, default: object) -> Any:
+    """ContinuousParams' field ``name`` with another default and the same doc, for a backend
+    whose defaults differ."""
+    return param(default, ContinuousParams.__dataclass_fields__[name].metadata["doc"])
 
 
 def _longest(trials: list[np.ndarray]) -> int:
