@@ -211,8 +211,13 @@ def test_inputs_as_declared(name):
     model = fit(name, data)
     assert model.inputs_ == data.inputs
     history = data.trials[-1]
-    with pytest.raises(DataError, match="--future-inputs"):
-        model.simulate(history, HORIZON)
+    if model.capabilities.conditions:
+        # No future inputs: the forecast keeps the history's condition.
+        kept = np.repeat(history.u[-1:], HORIZON, axis=0)
+        np.testing.assert_array_equal(model.simulate(history, HORIZON), model.simulate(history, HORIZON, kept))
+    else:
+        with pytest.raises(DataError, match="--future-inputs"):
+            model.simulate(history, HORIZON)
     forecast = model.simulate(history, HORIZON, future_inputs(model, HORIZON))
     assert forecast.shape == (HORIZON, data.n_variables) and np.all(np.isfinite(forecast))
 
