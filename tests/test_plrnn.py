@@ -19,7 +19,7 @@ torch = pytest.importorskip("torch")
 
 from dynid.models.rnn.alrnn import symbolic_coding  # noqa: E402
 from dynid.models.rnn.cells import ALRNN, ShallowPLRNN  # noqa: E402
-from dynid.models.rnn.gtf import estimate_alpha, rollout  # noqa: E402
+from dynid.models.rnn.gtf import estimate_alpha, gtf_gradients, rollout  # noqa: E402
 
 THETA = 0.2  # rotation per sample (rad): eigenvalues exp(+-0.2 i)
 # Few, fast epochs at a constant, high learning rate: seconds, not the defaults' minutes.
@@ -49,6 +49,17 @@ def cell_and_data():
     cell = ShallowPLRNN(3, 10, 0, generator)
     d = torch.randn(4, 11, 3, generator=generator)
     return cell, d, torch.zeros(4, 11, 0)
+
+
+def test_shallow_plrnn_step_is_the_clipped_formula(cell_and_data):
+    cell, d, _ = cell_and_data
+    with torch.no_grad():
+        cell.h2.mul_(-1.0)[::2].mul_(-1.0)  # both signs of h2: the folded form must hold for each
+        z = d[:, 0] * 3.0
+        w2z = z @ cell.W2.T
+        expected = (cell.A * z + (torch.relu(w2z + cell.h2) - torch.relu(w2z)) @ cell.W1.T
+                    + cell.h1)
+        torch.testing.assert_close(cell.stepper()(z), expected, rtol=1e-6, atol=1e-6)
 
 
 def test_alpha_one_is_teacher_forcing(cell_and_data):
@@ -97,10 +108,36 @@ def test_alpha_from_the_jacobian_norm():
     with torch.no_grad():
         cell.W.zero_()
         cell.A.fill_(2.0)  # J = 2 I everywhere: |J| = 2
-        assert estimate_alpha(cell, states, 1) == pytest.approx(0.5)
-        assert estimate_alpha(cell, states, 2) == pytest.approx(0.75)  # two steps: |J|^2
+        assert estimate_alpha(cell.jacobian(states), 1) == pytest.approx(0.5)
+        assert estimate_alpha(cell.jacobian(states), 2) == pytest.approx(0.75)  # |J|^2
         cell.A.fill_(0.5)  # contracting: no forcing needed
-        assert estimate_alpha(cell, states, 1) == 0.0
+        assert estimate_alpha(cell.jacobian(states), 1) == 0.0
+
+
+@pytest.mark.parametrize("make_cell", [lambda g: ShallowPLRNN(4, 12, 2, g),
+                                       lambda g: ALRNN(4, 2, 2, g)], ids=["plrnn", "alrnn"])
+@pytest.mark.parametrize("alpha, interval", [(0.3, 1), (0.8, 3), (0.0, 1)])
+def test_gtf_gradients_equal_autograd_through_the_rollout(make_cell, alpha, interval):
+    # The hand-carried adjoints must give autograd's gradient of the GTF loss: partial forcing
+    # (2 of 4 latents observed), sparse forcing and external inputs included.
+    generator = torch.Generator().manual_seed(7)
+    cell = make_cell(generator).double()
+    with torch.no_grad():
+        for p in cell.parameters():
+            p.add_(0.3 * torch.randn(p.shape, generator=generator, dtype=p.dtype))
+    x = torch.randn(5, 13, 2, generator=generator, dtype=torch.float64)
+    d = x + 0.1 * torch.randn(x.shape, generator=generator, dtype=torch.float64)
+    u = torch.randn(5, 13, 2, generator=generator, dtype=torch.float64)
+    z = torch.cat([d[:, 0], torch.randn(5, 2, generator=generator, dtype=torch.float64)], 1)
+    predictions, _ = rollout(cell, z, 12, u, d, alpha, interval)
+    expected_loss = torch.mean((predictions[..., :2] - x[:, 1:]) ** 2)
+    expected = torch.autograd.grad(expected_loss, list(cell.parameters()))
+    cell.zero_grad()
+    loss, states, _ = gtf_gradients(cell, z, x, u, d, alpha, interval)
+    torch.testing.assert_close(loss, expected_loss, rtol=1e-12, atol=1e-12)
+    for (name, p), g in zip(cell.named_parameters(), expected):
+        torch.testing.assert_close(p.grad, g, rtol=1e-9, atol=1e-12, msg=name)
+    torch.testing.assert_close(states, rollout(cell, z, 12, u, d, alpha, interval)[1])
 
 
 def test_training_windows_stay_inside_trials():
