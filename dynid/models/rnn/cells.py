@@ -104,8 +104,12 @@ class ShallowPLRNN(LatentCell):
         return (w2z > -self.h2).to(z.dtype) - (w2z > 0).to(z.dtype)
 
     def region_jacobian(self, slopes: torch.Tensor) -> torch.Tensor:
-        coupling = (self.W1 * slopes[..., None, :]) @ self.W2
-        return torch.diag_embed(self.A.expand(*slopes.shape[:-1], self.latent)) + coupling
+        # (W1 diag(s) W2)_mk = sum_h s_h W1_mh W2_hk: one product of the slopes with the
+        # (H, M M) array W1_mh W2_hk, not one (M, H) @ (H, M) product per state.
+        m = self.latent
+        products = (self.W1.T[:, :, None] * self.W2[:, None, :]).reshape(-1, m * m)
+        coupling = (slopes @ products).reshape(*slopes.shape[:-1], m, m)
+        return torch.diag_embed(self.A.expand(*slopes.shape[:-1], m)) + coupling
 
 
 class ALRNN(LatentCell):
