@@ -49,10 +49,10 @@ class GTFParams(Hyperparameters):
     alpha: float | None = param(
         None, "GTF forcing strength in [0, 1]; none = adapted from the Jacobian-product bound")
     forcing_interval: int = param(1, "force the observed latents every this many steps")
-    epochs: int = param(100, "epochs (at most; see patience)")
-    batches: int = param(50, "batches per epoch")
-    batch: int = param(16, "windows per batch")
-    sequence: int = param(200, "steps per training window (after the warm-up)")
+    epochs: int = param(60, "epochs (at most; see patience)")
+    batches: int = param(100, "batches per epoch")
+    batch: int = param(64, "windows per batch")
+    sequence: int = param(50, "steps per training window (after the warm-up)")
     warmup: int = param(
         25, "teacher-forced steps that infer the unobserved latents (training and forecasts; "
             "not used when latent = N)")

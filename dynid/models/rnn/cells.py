@@ -83,13 +83,19 @@ class ShallowPLRNN(LatentCell):
         self.W1 = nn.Parameter(_uniform((latent, hidden), hidden, generator))
         self.W2 = nn.Parameter(_uniform((hidden, latent), latent, generator))
         self.h1 = nn.Parameter(torch.zeros(latent))
-        self.h2 = nn.Parameter(_uniform((hidden,), latent, generator))
+        # The reference code's bound for h2 is 1/sqrt(H), its length (not 1/sqrt(M)).
+        self.h2 = nn.Parameter(_uniform((hidden,), hidden, generator))
 
     def stepper(self) -> Callable[[torch.Tensor], torch.Tensor]:
+        # W1 (relu(W2 z + h2) - relu(W2 z)) = [W1, -W1] relu([W2; W2] z + [h2; 0]): four
+        # operations a step instead of seven (their count, not their size, is the cost).
+        inner = torch.cat([self.W2, self.W2])
+        inner_bias = torch.cat([self.h2, torch.zeros_like(self.h2)])
+        outer = torch.cat([self.W1, -self.W1], dim=1)
+
         def step(z: torch.Tensor) -> torch.Tensor:
-            w2z = F.linear(z, self.W2)
-            clipped = F.relu(w2z + self.h2) - F.relu(w2z)
-            return torch.addcmul(F.linear(clipped, self.W1, self.h1), self.A, z)
+            return torch.addcmul(F.linear(F.relu(F.linear(z, inner, inner_bias)), outer, self.h1),
+                                 self.A, z)
 
         return step
 
@@ -98,8 +104,12 @@ class ShallowPLRNN(LatentCell):
         return (w2z > -self.h2).to(z.dtype) - (w2z > 0).to(z.dtype)
 
     def region_jacobian(self, slopes: torch.Tensor) -> torch.Tensor:
-        coupling = (self.W1 * slopes[..., None, :]) @ self.W2
-        return torch.diag_embed(self.A.expand(*slopes.shape[:-1], self.latent)) + coupling
+        # (W1 diag(s) W2)_mk = sum_h s_h W1_mh W2_hk: one product of the slopes with the
+        # (H, M M) array W1_mh W2_hk, not one (M, H) @ (H, M) product per state.
+        m = self.latent
+        products = (self.W1.T[:, :, None] * self.W2[:, None, :]).reshape(-1, m * m)
+        coupling = (slopes @ products).reshape(*slopes.shape[:-1], m, m)
+        return torch.diag_embed(self.A.expand(*slopes.shape[:-1], m)) + coupling
 
 
 class ALRNN(LatentCell):

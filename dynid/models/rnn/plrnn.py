@@ -10,8 +10,9 @@ Partial observation: with ``latent`` M > N the unobserved latents are free; trai
 and forecasts infer them by a teacher-forced warm-up over ``warmup`` samples, so a forecast
 starts from the history's last ``warmup + 1`` samples, not only its last row. Observation
 noise: see ``dynid.models.rnn.backend`` (GTF mixes model and data; ``smoothing`` forces with
-smoothed data; ``noise`` trains on perturbed batches). Defaults follow the paper's
-(RAdam, lr 1e-3, batches of 16 windows of 200 steps, H = 100) with far fewer epochs.
+smoothed data; ``noise`` trains on perturbed batches). Defaults follow the paper's (RAdam,
+H = 100, adaptive alpha) with 6000 batches instead of 250 000, so a higher learning rate
+(5e-3 decaying to 1e-4) and batches of 64 windows of 50 steps (``dynid.models.rnn.gtf``).
 """
 
 from __future__ import annotations
