@@ -175,17 +175,20 @@ def test_geometry_gate_rejects_the_esn_setting_whose_free_run_settles_on_an_equi
     (0.3), fitted alone, runs freely onto an equilibrium (its last samples stand still); the
     gate measured that run's geometry and left the setting out, and the chosen model's
     20,000-step free run stays on the attractor (D_stsp against a clean trajectory within 1,
-    where the collapsed run is above 4)."""
+    where the collapsed run is above 4). Fitted on the raw noisy states (``denoise=false``):
+    the gate is what is tested here; on the denoised states the gate admits leak 0.3."""
     noisy = simulate("lorenz", n=2000 + TRANSIENT, dt=DT, noise=0.05, seed=1).x[TRANSIENT:]
     data = as_data(noisy)
     history = Trial(np.arange(len(noisy)) * DT, noisy)
     reference = lorenz(20_000, x0=(1.0, 1.0, 1.0))
-    gated = ESN(ESNParams(units=100, spectral_radius=0.9, input_scaling=0.5)).fit(data, seed=0)
+    gated = ESN(ESNParams(units=100, spectral_radius=0.9, input_scaling=0.5, denoise=False)
+                ).fit(data, seed=0)
     skills = gated.metrics_["setting_skill_steps"]
     skill_best = max(skills, key=skills.get)
     assert skill_best not in gated.metrics_["settings_admitted_by_geometry"]
     values = dict(item.split("=") for item in skill_best.split(","))
-    alone = ESN(ESNParams(units=100, **{k: float(v) for k, v in values.items()})).fit(data, seed=0)
+    alone = ESN(ESNParams(units=100, denoise=False, **{k: float(v) for k, v in values.items()})
+                ).fit(data, seed=0)
     collapsed = alone.simulate(history, len(reference))
     assert np.all(collapsed[-1000:].std(axis=0) < 1e-3 * noisy.std(axis=0))
     assert state_space_divergence(reference, collapsed) > 4
@@ -215,3 +218,28 @@ def test_the_gate_admits_free_runs_on_the_attractor_and_skill_ranks_only_those()
     assert chosen == "moving"
     assert [score.admissible for score in scores] == [False, True]
     assert select_readout(["still", "moving"], design, None)[0] == "still"
+
+
+def test_among_admitted_settings_of_equal_skill_the_free_run_closer_to_the_data_wins():
+    """Skill is censored at the horizon, so settings can tie; then the geometry decides, not
+    the ridge: "far" (the larger ridge) runs on the attractor but shifted by 3 % of the data's
+    sd, "near" is another clean trajectory; both are admitted, "near" wins."""
+    reference = lorenz(6000)[:2000]
+    on_attractor = lorenz(20_000, x0=(1.0, 1.0, 1.0))
+    rng = np.random.default_rng(0)
+    features = rng.standard_normal((50, 2))
+    runs = {"far": lambda w, b, steps: on_attractor[:steps] + 0.03 * reference.std(axis=0),
+            "near": lambda w, b, steps: on_attractor[:steps]}
+    # "far"'s skill peaks at the largest ridge, "near"'s at the smallest; both reach the cap.
+    peak = {"far": RIDGE_GRID[-1], "near": RIDGE_GRID[0]}
+
+    def design(name: str) -> Design:
+        def skill(weights, bias, held_out):
+            return np.array([200.0 if r == peak[name] else 100.0 for r in RIDGE_GRID])
+
+        return Design(features, rng.standard_normal((50, 3)), skill, runs[name])
+
+    chosen, _, readout, scores = select_readout(["far", "near"], design, None, reference)
+    assert [score.admissible for score in scores] == [True, True]
+    assert [score.skill for score in scores] == [200.0, 200.0]
+    assert chosen == "near" and readout.ridge == RIDGE_GRID[0]

@@ -25,6 +25,12 @@ embedding) 1.3 against 0.08; the held-out skill ranks the settings the same way.
 
 Fixed defaults, by principle: bias scaling 0.5 keeps tanh mostly in its unsaturated range;
 washout 100 samples is about 10 memory times at rho 0.9 (0.9^100 ~ 3e-5).
+
+Observation noise (``denoise``, on by default; ``denoise`` module): the read-out is fitted on
+states smoothed with Savitzky-Golay windows chosen for the noise level estimated from the data,
+because noise in the regressors attenuates the fitted map (errors in variables); a forecast
+smooths its history with the same windows before starting from its end (so it needs at least
+the widest window of history). Clean records stay raw.
 """
 
 from __future__ import annotations
@@ -49,6 +55,7 @@ from dynid.models.base import (
     expect_array,
     param,
 )
+from dynid.models.reservoir.denoise import stored_smoothing, training_states
 from dynid.models.reservoir.readout import (
     Design,
     Standardiser,
@@ -91,6 +98,11 @@ class ESNParams(Hyperparameters):
         None,
         "ridge penalty on the mean squared one-step error of the standardised increment; "
         "none = choose by closed-loop skill on held-out blocks of the training data",
+    )
+    denoise: bool = param(
+        True,
+        "fit on (and forecast from) states smoothed by Savitzky-Golay with windows chosen for "
+        "the noise level estimated from the data (clean data stay raw); false = raw states",
     )
 
     def __post_init__(self) -> None:
@@ -219,10 +231,19 @@ class ESN(Backend):
     summary = "leaky echo-state network, ridge read-out chosen by closed-loop skill"
     Params = ESNParams
     capabilities = Capabilities(uniform_steps=True)
+    # Files from before the fit denoised its states hold no smoothing: they load as raw.
+    legacy_arrays = frozenset({"smoothing"})
 
     @property
     def history_length(self) -> int:
-        return self.params.washout  # type: ignore[attr-defined]
+        """The washout, or the smoothing's span where that is longer."""
+        span = self.smoothing_.span if hasattr(self, "smoothing_") else 1
+        return max(self.params.washout, span)  # type: ignore[attr-defined]
+
+    def _history_states(self, history: Trial) -> np.ndarray:
+        """(history_length, d): the history's end, standardised and smoothed as in the fit."""
+        scaling = Standardiser(self.mean_, self.scale_)
+        return self.smoothing_.apply(scaling.forward(history.x[-self.history_length :]))
 
     def _fit(self, data: Dataset, *, seed: int | None, device: str, progress: Any) -> None:
         # BLAS at one thread: the products and factorisations are a few hundred wide, and
@@ -235,7 +256,8 @@ class ESN(Backend):
         """The reservoir setting and read-out with the best held-out closed-loop skill."""
         params: ESNParams = self.params  # type: ignore[assignment]
         scaling = Standardiser.of([trial.x for trial in data.trials])
-        trials_z = [scaling.forward(trial.x) for trial in data.trials]
+        trials_z, smoothing = training_states([trial.x for trial in data.trials], scaling,
+                                              params.denoise)
         where = [(i, t) for i, z in enumerate(trials_z) for t in range(params.washout, len(z) - 1)]
         if not where:
             raise DataError(
@@ -285,12 +307,14 @@ class ESN(Backend):
             setting, chosen, readout, scores = select_readout(
                 candidates, design, params.ridge, trials_z[reference])
         self.reservoir_ = Reservoir.draw(params, setting, self.n_variables, seed)
+        self.smoothing_ = smoothing
         self.mean_, self.scale_ = scaling.mean, scaling.scale
         self.weights_, self.bias_ = readout.weights, readout.bias
         self.metrics_ = {
             "spectral_radius": setting.spectral_radius,
             "leak": setting.leak,
             "input_scaling": setting.input_scaling,
+            **smoothing.metrics(),
             **setting_metrics(scores, ReservoirSetting.label),
             **readout.metrics(chosen.features, chosen.targets, scaling.scale),
         }
@@ -298,12 +322,11 @@ class ESN(Backend):
     def _simulate(
         self, history: Trial, steps: int, future_inputs: np.ndarray | None
     ) -> np.ndarray:
-        scaling = Standardiser(self.mean_, self.scale_)
-        z = scaling.forward(history.x[-self.history_length :])
+        z = self._history_states(history)
         with threadpool_limits(1, user_api="blas"):  # one matrix-vector product per step
             r = self.reservoir_.run(z)[-1]
             run = self.reservoir_.rollout(self.weights_, self.bias_, r, z[-1], steps)
-        return scaling.inverse(run)
+        return Standardiser(self.mean_, self.scale_).inverse(run)
 
     def step_map(self, history: Trial) -> StepMap:
         """The closed loop on its state s = [r, z] (n + d; z standardised, which leaves the
@@ -333,7 +356,7 @@ class ESN(Backend):
             dr[:, :, :n] += (1.0 - a) * np.eye(n)
             return np.concatenate([dr, np.broadcast_to(dz, (len(s), *dz.shape))], axis=1)
 
-        z = Standardiser(self.mean_, self.scale_).forward(history.x[-self.history_length :])
+        z = self._history_states(history)
         start = np.concatenate([reservoir.run(z)[-1], z[-1]])
         return StepMap(state=start, step=step, jacobian=jacobian)
 
@@ -348,6 +371,7 @@ class ESN(Backend):
             "weights": self.weights_,
             "bias": self.bias_,
             "leak": np.array([self.reservoir_.leak]),
+            "smoothing": self.smoothing_.array(),
         }
 
     def _load_arrays(self, arrays: dict[str, np.ndarray]) -> None:
@@ -359,6 +383,7 @@ class ESN(Backend):
             bias=expect_array(arrays, "reservoir_bias", (n,)).astype(float),
             leak=_stored_leak(arrays, params),
         )
+        self.smoothing_ = stored_smoothing(arrays, d)
         self.mean_ = expect_array(arrays, "mean", (d,)).astype(float)
         self.scale_ = expect_array(arrays, "scale", (d,)).astype(float)
         self.weights_ = expect_array(arrays, "weights", (n + d, d)).astype(float)

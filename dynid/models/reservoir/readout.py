@@ -198,8 +198,12 @@ def select_readout(
     smoother map). With a ``reference`` (T, d) (the standardised training trial the designs'
     ``free_run`` continues) and several candidates, only those whose free run's
     ``Geometry.excess`` is within GEOMETRY_TOLERANCE times the least are admissible. The
-    admissible candidate with the largest skill wins, ties going to the larger ridge, then to
-    the earlier candidate. A
+    admissible candidate with the largest skill wins, ties going to the smaller
+    ``Geometry.excess`` (where the gate ran), then to the larger ridge, then to the earlier
+    candidate. (Skill is censored at SKILL_HORIZON steps: on denoised records several settings
+    reach it, and then only the free runs tell them apart; on 10,000 samples of x-only Lorenz
+    three admitted esn settings tied at 200 steps, and the larger ridge chose the one whose
+    gate run was furthest from the data, twice the best setting's D_stsp and D_H.) A
     single candidate with a given ridge is used as it is, unscored. Designs are built one at a
     time (the winner's again at the end), so at most two are in memory.
     """
@@ -222,6 +226,7 @@ def select_readout(
         chosen.append(max(ridges, key=lambda r: (skill[r], r)))
         geometries.append(_gate_geometry(built, chosen[-1], reference) if gate else None)
     admissible = [True] * len(candidates)
+    excess = [1.0] * len(candidates)
     if gate:
         best = Geometry(min(g.d_stsp for g in geometries if g is not None),
                         min(g.d_h for g in geometries if g is not None))
@@ -230,7 +235,7 @@ def select_readout(
     scores = [Score(*fields) for fields in zip(
         candidates, [skill[r] for skill, r in zip(skills, chosen)], chosen, geometries, admissible)]
     winner = max(range(len(scores)), key=lambda i: (
-        scores[i].admissible, scores[i].skill, scores[i].ridge, -i))
+        scores[i].admissible, scores[i].skill, -excess[i], scores[i].ridge, -i))
     if winner != len(candidates) - 1:
         built = design(candidates[winner])
     assert built is not None  # candidates is not empty

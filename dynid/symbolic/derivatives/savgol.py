@@ -137,7 +137,7 @@ def _savgol_search(
         wanted = np.array([fixed is None or fixed[j] == order for j in range(d)])
         order_best = np.full(d, np.inf)
         since_best = np.zeros(d, dtype=int)
-        for window in _candidate_windows(n, order):
+        for window in candidate_windows(n, order):
             _, slope = local_polynomial(t, window, order, rows)
             inner = np.array([slope.inner(ref) for ref in references])
             risk = (np.sum((slope.apply(x) - target) ** 2, axis=0) + 2 * noise**2 * inner - shared)
@@ -152,7 +152,7 @@ def _savgol_search(
     return choice
 
 
-def _candidate_windows(n: int, order: int) -> list[int]:
+def candidate_windows(n: int, order: int) -> list[int]:
     """Odd windows from the smallest over-determined fit up to the record, growing ~20%."""
     largest = n if n % 2 else n - 1
     window = order + 2 + (order % 2 == 0)
