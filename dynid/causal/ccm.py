@@ -63,6 +63,7 @@ from dynid.causal.base import CausalMethod, CausalSettings
 from dynid.causal.fdr import adjust_pvalues
 from dynid.causal.common import (
     check_series,
+    check_whole,
     default_permutations,
     lone_link_can_pass,
     usable_rows,
@@ -111,8 +112,7 @@ class CCMParams(Hyperparameters):
             value = getattr(self, name)
             if value is None and name in optional:
                 continue
-            if isinstance(value, bool) or not isinstance(value, int) or value < low:
-                raise ValueError(f"{name} must be a whole number >= {low}, got {value!r}")
+            check_whole(name, value, low)
 
 
 @dataclass(frozen=True)

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
@@ -203,3 +204,9 @@ def lone_link_can_pass(n_permutations: int, n_tests: int, alpha: float, correcti
     """
     family = 1 if correction == "none" else n_tests
     return family / (n_permutations + 1) <= alpha
+
+
+def check_whole(name: str, value: Any, least: int) -> None:
+    """ValueError unless ``value`` is a whole number >= ``least`` (for ``__post_init__``)."""
+    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < least:
+        raise ValueError(f"{name} must be a whole number >= {least}, got {value!r}")

@@ -41,7 +41,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from dynid.causal.base import CausalMethod, CausalSettings
-from dynid.causal.common import check_values
+from dynid.causal.common import check_values, check_whole
 from dynid.causal.graph import CausalGraph, Edge
 from dynid.data.dataset import Dataset
 from dynid.errors import DataError
@@ -75,9 +75,7 @@ class CrossPredictionParams(Hyperparameters):
 
     def __post_init__(self) -> None:
         for name, least in (("dim", 1), ("horizon", 1), ("folds", 2)):
-            value = getattr(self, name)
-            if isinstance(value, bool) or not isinstance(value, int) or value < least:
-                raise ValueError(f"{name} must be a whole number >= {least}, got {value!r}")
+            check_whole(name, getattr(self, name), least)
         if not -1.0 < self.min_r2 < 1.0:
             raise ValueError(f"min_r2 must lie strictly between -1 and 1, got {self.min_r2!r}")
 

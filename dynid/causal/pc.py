@@ -21,7 +21,7 @@ from numpy.lib.stride_tricks import sliding_window_view
 
 from dynid.causal.base import CausalSettings
 from dynid.causal.citests import CITest, CMIKnn, ParCorr
-from dynid.causal.common import check_values, usable_rows
+from dynid.causal.common import check_values, check_whole, usable_rows
 from dynid.data.dataset import Dataset
 from dynid.errors import DataError
 from dynid.params import Hyperparameters, param
@@ -55,12 +55,6 @@ class CITestParams(Hyperparameters):
         check_whole("max_combinations", self.max_combinations, 1)
         check_whole("knn", self.knn, 1)
         check_whole("n_permutations", self.n_permutations, 1)
-
-
-def check_whole(name: str, value: Any, least: int) -> None:
-    """ValueError unless ``value`` is a whole number >= ``least`` (for ``__post_init__``)."""
-    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < least:
-        raise ValueError(f"{name} must be a whole number >= {least}, got {value!r}")
 
 
 def check_pc_alpha(value: Any) -> None:

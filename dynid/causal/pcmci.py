@@ -28,14 +28,13 @@ import numpy as np
 
 from dynid.causal.base import CausalMethod, CausalSettings
 from dynid.causal.citests import CITest
-from dynid.causal.common import check_columns_after_lags
+from dynid.causal.common import check_columns_after_lags, check_whole
 from dynid.causal.fdr import adjust_pvalues
 from dynid.causal.graph import CausalGraph, lagged_edges, pair_scores
 from dynid.causal.pc import (
     CITestParams,
     check_data,
     check_pc_alpha,
-    check_whole,
     make_test,
     node_matrix,
     pc1,

@@ -52,6 +52,7 @@ import numpy as np
 from dynid.causal.base import CausalMethod, CausalSettings
 from dynid.causal.common import (
     check_series,
+    check_whole,
     default_permutations,
     lone_link_can_pass,
     usable_rows,
@@ -101,9 +102,7 @@ class TEParams(Hyperparameters):
     def __post_init__(self) -> None:
         for name, low in (("k", 1), ("history", 1), ("k_perm", 1), ("stop_after", 0),
                           ("workers", 0)):
-            value = getattr(self, name)
-            if isinstance(value, bool) or not isinstance(value, int) or value < low:
-                raise ValueError(f"{name} must be a whole number >= {low}, got {value!r}")
+            check_whole(name, getattr(self, name), low)
         if self.n_permutations is not None and (
             isinstance(self.n_permutations, bool) or not isinstance(self.n_permutations, int)
             or self.n_permutations < 1
