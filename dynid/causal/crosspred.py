@@ -118,14 +118,14 @@ class CrossPrediction(CausalMethod):
                 f"{int(delays.max())} samples apart, horizon {params.horizon}), got {rows}; use "
                 "longer trials or smaller -p dim / horizon"
             )
-        return cross_prediction(data, trials, delays, params, settings)
+        return cross_prediction(data, trials, delays, start, params, settings)
 
 
-def cross_prediction(data: Dataset, trials: list[np.ndarray], delays: np.ndarray,
+def cross_prediction(data: Dataset, trials: list[np.ndarray], delays: np.ndarray, start: int,
                      params: CrossPredictionParams, settings: CausalSettings) -> CausalGraph:
-    """The graph of the module docstring; ``trials`` standardized (n_k, d), ``delays`` (d,)."""
+    """The graph of the module docstring; ``trials`` standardized (n_k, d), ``delays`` (d,),
+    rows from ``start`` = ``first_row(delays, params)`` of each trial."""
     d = data.n_variables
-    start = first_row(delays, params)
     now = delay_vectors(trials, delays, params.dim, start, shift=0)  # (rows, d, dim)
     earlier = delay_vectors(trials, delays, params.dim, start, shift=params.horizon)
     y = np.concatenate([x[start:] for x in trials if len(x) > start])  # (rows, d)
