@@ -142,7 +142,11 @@ def run_each(key: str, spec: EachSpec, kwargs: dict[str, Any], batch: BatchOptio
                 out.emit_text(f"# {job.input}\n{outcome.text}")
     except runner.Terminated:
         print("dynid: terminated", file=sys.stderr, flush=True)
-        raise typer.Exit(runner.Terminated.exit_code) from None
+        sys.stdout.flush()
+        # The unwinding has removed every temporary file; leave without the interpreter's
+        # finalisation, where a library's native thread still running aborted the process
+        # ("terminate called without an active exception", exit -6 instead of 143) in CI.
+        os._exit(runner.Terminated.exit_code)
     if failed:
         out.info(f"{failed} of {len(jobs)} input(s) failed")
         raise typer.Exit(1)
