@@ -206,11 +206,12 @@ def delay_vectors(trials: list[np.ndarray], delays: np.ndarray, dim: int, start:
     return np.concatenate(parts)
 
 
-def blocked_cv_r2(design: np.ndarray, y: np.ndarray, folds: int) -> np.ndarray:
+def blocked_cv_r2(design: np.ndarray, y: np.ndarray, folds: int,
+                  ridge: float = _RIDGE) -> np.ndarray:
     """(q,) out-of-sample R^2 of each column of ``y`` (rows, q) on ``design`` (rows, p) and an
-    intercept: ``folds`` contiguous test blocks, each predicted by a ridge fit (``_RIDGE``, on
-    standardized columns) to the rows more than ``_GAP`` away from it; 1 - (sum of squared test
-    errors) / (sum of squares about the mean)."""
+    intercept: ``folds`` contiguous test blocks, each predicted by a ridge fit (``ridge`` times
+    the training rows, on standardized columns) to the rows more than ``_GAP`` away from it;
+    1 - (sum of squared test errors) / (sum of squares about the mean)."""
     rows = len(y)
     z = (design - design.mean(axis=0)) / np.where(design.std(axis=0) > 0, design.std(axis=0), 1.0)
     a = np.column_stack([np.ones(rows), z])
@@ -221,7 +222,7 @@ def blocked_cv_r2(design: np.ndarray, y: np.ndarray, folds: int) -> np.ndarray:
     for lo, hi in zip(edges[:-1], edges[1:]):
         train = np.r_[0:max(lo - _GAP, 0), min(hi + _GAP, rows):rows]
         at = a[train]
-        coef = np.linalg.solve(at.T @ at + _RIDGE * len(train) * penalty, at.T @ y[train])
+        coef = np.linalg.solve(at.T @ at + ridge * len(train) * penalty, at.T @ y[train])
         press += np.sum((y[lo:hi] - a[lo:hi] @ coef) ** 2, axis=0)
     total = np.sum((y - y.mean(axis=0)) ** 2, axis=0)
     return 1.0 - press / np.where(total > 0, total, 1.0)
