@@ -110,7 +110,7 @@ class Posterior:
 
 def forward_backward(model: Chain, log_b: np.ndarray, passes: Passes | None = None) -> Posterior:
     """Scaled forward-backward for log densities log_b (steps, K), by the implementation that
-    the fit's ``passes`` choose (None: a lone pass, which never repays compiling)."""
+    the fit's ``passes`` choose (None: by this pass alone)."""
     probabilities = np.empty(log_b.shape)
     transitions = np.empty((model.n_states, model.n_states))
     implementation = (passes or Passes()).next(*log_b.shape)
