@@ -26,7 +26,7 @@ import time
 import numpy as np
 from timing import compare_em, em_arguments
 
-from dynid.models.latent import forward_backward_lapack, markov
+from dynid.models.latent import forward_backward_choice, forward_backward_lapack, markov
 from dynid.models.latent.emissions import Gaussian, covariance_floor
 from dynid.models.latent.hmm import HMM, _kmeans_labels, _start_from_labels
 
@@ -55,21 +55,17 @@ class DynidEM:
     """dynid's Baum-Welch, one iteration per call; numpy: with the numpy fallback's passes."""
 
     def __init__(self, x: np.ndarray, numpy: bool = False) -> None:
-        self.x, self.model, self.numpy = x, start(x), numpy
-        markov.forward_backward(self.model, self.model.emission.log_density(x))  # numba's first call
+        self.x, self.model = x, start(x)
+        chosen = forward_backward_lapack.forward_backward if numpy else forward_backward_choice.compiled()
+        self.passes = forward_backward_choice.Passes(fixed=chosen)
+        markov.forward_backward(self.model, self.model.emission.log_density(x), self.passes)  # numba's first call
 
     def __call__(self) -> None:
-        chosen = markov._forward_backward_implementation
-        if self.numpy:
-            markov._forward_backward_implementation = lambda: forward_backward_lapack.forward_backward
-        try:
-            posterior = markov.forward_backward(self.model, self.model.emission.log_density(self.x))
-        finally:
-            markov._forward_backward_implementation = chosen
+        posterior = markov.forward_backward(self.model, self.model.emission.log_density(self.x), self.passes)
         self.model = markov.maximise(self.model, [self.x], [posterior])
 
     def log_likelihood(self) -> float:
-        return markov.log_likelihood(self.model, [self.x])
+        return markov.log_likelihood(self.model, [self.x], passes=self.passes)
 
 
 class HmmlearnEM:

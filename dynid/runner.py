@@ -20,11 +20,11 @@ import string
 import sys
 import threading
 from collections.abc import Callable, Iterator, Mapping
-from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Optional, TypeVar
 
+from dynid import worker_processes
 from dynid.errors import UsageError
 from dynid.runtime import available_cores
 
@@ -304,7 +304,9 @@ def run_jobs(task: Callable[[Job], R], jobs: list[Job], workers: int = 1, *, exe
     ``worker_threads(workers)`` threads. ``executor`` "dask": ``dynid.dask_executor`` (on the
     cluster at ``scheduler``, else a local one of ``workers`` processes, default one per core). SIGINT
     (KeyboardInterrupt) or SIGTERM (``Terminated``) stops the workers, which remove their
-    temporary files, before the exception propagates.
+    temporary files, before the exception propagates. A local worker that dies raises
+    UsageError when the workers re-ran a script that calls this at import time
+    (``dynid.worker_processes``), else ComputationError.
     """
     check_executor(executor, scheduler, None)
     with _sigterm_raises():
@@ -318,29 +320,7 @@ def run_jobs(task: Callable[[Job], R], jobs: list[Job], workers: int = 1, *, exe
             for job in jobs:
                 yield job, task(job)
             return
-        import multiprocessing
-
         threads = worker_threads(workers)
-        pool = ProcessPoolExecutor(max_workers=workers, mp_context=multiprocessing.get_context("spawn"),
-                                   initializer=_start_worker, initargs=(threads, preload))
-        try:
-            results = pool.map(functools.partial(_run_in_worker, task, threads=threads), jobs,
-                               chunksize=chunk_size(len(jobs), workers))
-            yield from zip(jobs, results)
-        except BaseException:
-            _stop(pool)
-            raise
-        pool.shutdown(wait=True)
-
-
-def _stop(pool: ProcessPoolExecutor) -> None:
-    """Cancel the queued jobs and end the running ones (SIGTERM: they clean up, then exit)."""
-    processes = list((pool._processes or {}).values())  # no public way to reach the workers
-    pool.shutdown(wait=False, cancel_futures=True)
-    for process in processes:
-        if process.is_alive():
-            process.terminate()
-    for process in processes:
-        process.join(timeout=10)
-        if process.is_alive():
-            process.kill()
+        with worker_processes.spawned_pool(workers, _start_worker, (threads, preload), "--jobs 1") as pool:
+            yield from zip(jobs, pool.map(functools.partial(_run_in_worker, task, threads=threads), jobs,
+                                          chunksize=chunk_size(len(jobs), workers)))

@@ -41,6 +41,18 @@ def run_cli_subprocess(*args, input=None, cwd=None, env=None) -> subprocess.Comp
     )
 
 
+def run_script(text: str, cwd, timeout: float = 120) -> subprocess.CompletedProcess:
+    """Write ``text`` to ``cwd/script.py`` and run it as a user would (``python script.py``, so
+    that it is the main module) with this checkout first on PYTHONPATH; text stdout/stderr."""
+    script = os.path.join(cwd, "script.py")
+    with open(script, "w", encoding="utf-8") as file:
+        file.write(text)
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    env = {**os.environ, "PYTHONPATH": f"{root}{os.pathsep}{os.environ.get('PYTHONPATH', '')}"}
+    return subprocess.run([sys.executable, script], cwd=cwd, env=env, timeout=timeout,
+                          capture_output=True, text=True)
+
+
 def run_cli_in_process(*args, input=None, cwd=None, env=None) -> CliResult:
     """Run ``dynid.cli.app.main(ARGS)`` in this process, as ``run_cli_subprocess`` would run it.
 

@@ -14,6 +14,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from conftest import run_script
 from dynid import runner
 from dynid.errors import UsageError
 
@@ -246,6 +247,26 @@ def test_a_signal_ends_the_batch_promptly_without_partial_outputs(tmp_path, jobs
     time.sleep(1.5)
     assert sorted((tmp_path / "m").iterdir()) == written  # no worker outlived the batch
     assert all(path.suffix == ".dynid" and runner.output_is_valid(str(path)) for path in written)
+
+
+def test_a_script_without_main_guard_gets_one_error_line(tmp_path):
+    # A batch started from a user's script: each spawned worker imports the script again, so an
+    # unguarded script starts the batch again in every worker. That must end in one line naming
+    # the guard and exit 2; before, every worker printed multiprocessing's traceback.
+    data = tmp_path / "data"
+    data.mkdir()
+    for seed, name in enumerate(("a", "b")):
+        _write_var(data / f"{name}.csv", seed)
+    result = run_script(
+        "import sys\n"
+        "from dynid.cli.app import main\n"
+        "sys.exit(main(['fit', 'data', '--each', '--model', 'var', '--jobs', '2', '-o', 'm/{stem}.dynid']))\n",
+        cwd=tmp_path)
+    assert result.returncode == 2, result.stderr
+    [line] = result.stderr.splitlines()
+    assert line.startswith("dynid: error: the worker processes re-ran the main script")
+    assert '`if __name__ == "__main__":`' in line and "--jobs 1" in line
+    assert not (tmp_path / "m").exists() or not any((tmp_path / "m").iterdir())
 
 
 def _thread_settings(job: runner.Job) -> tuple[str, list[int]]:

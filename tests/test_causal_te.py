@@ -5,14 +5,11 @@ processes."""
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
-from pathlib import Path
 
 import numpy as np
 import pytest
 
+from conftest import run_script
 from dynid.causal import CausalSettings, discover
 from dynid.causal.common import default_permutations, lone_link_can_pass
 from dynid.causal.te import TEParams, TransferEntropy
@@ -184,18 +181,13 @@ def test_script_without_main_guard_fails_instead_of_hanging(tmp_path):
     # each worker. That must end in a clear error naming the guard. Before, the call hung: the
     # problem (here 2 x 3,999 x 3 floats, 190 KiB, more than a pipe holds) was written into each
     # dying worker's start-up pipe, whose read end CPython's spawn keeps open in the parent.
-    script = tmp_path / "unguarded.py"
-    script.write_text(
+    result = run_script(
         "import numpy as np\n"
         "from dynid.causal import discover\n"
         "from dynid.data.dataset import Dataset\n"
         "x = np.random.default_rng(0).standard_normal((4000, 3))\n"
-        "discover(Dataset.from_arrays(x), 'te', max_lag=1, params=['workers=2'])\n"
-    )
-    root = Path(__file__).resolve().parents[1]
-    env = {**os.environ, "PYTHONPATH": f"{root}{os.pathsep}{os.environ.get('PYTHONPATH', '')}"}
-    result = subprocess.run([sys.executable, str(script)], cwd=tmp_path, env=env, timeout=120,
-                            capture_output=True, text=True)
+        "discover(Dataset.from_arrays(x), 'te', max_lag=1, params=['workers=2'])\n",
+        cwd=tmp_path)
     assert result.returncode == 1
     assert 'dynid.errors.UsageError: the worker processes re-ran the main script' in result.stderr
     assert '`if __name__ == "__main__":`' in result.stderr

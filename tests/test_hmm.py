@@ -18,8 +18,9 @@ from dynid.data.dataset import Dataset, Trial
 from dynid.errors import UsageError
 from dynid.models.latent import forward_backward_lapack, forward_backward_numba, markov
 from dynid.models.latent.emissions import Autoregressive, Gaussian
+from dynid.models.latent.forward_backward_choice import Passes, compiled
 
-from conftest import write_csv
+from conftest import run_script, write_csv
 
 TRANSITION = np.array([[0.95, 0.03, 0.02], [0.02, 0.95, 0.03], [0.03, 0.02, 0.95]])
 MEANS = np.array([[0.0, 0.0], [3.0, 0.0], [0.0, 3.0]])
@@ -83,10 +84,9 @@ def fitted(name: str):
 
 # -- inference against enumeration of every state sequence ---------------------------------------
 @pytest.fixture(params=[forward_backward_numba, forward_backward_lapack], ids=["numba", "lapack"])
-def passes(request, monkeypatch):
-    """markov.forward_backward by the compiled passes, then by the banded numpy fallback."""
-    monkeypatch.setattr(markov, "_forward_backward_implementation", lambda: request.param.forward_backward)
-    return request.param
+def passes(request):
+    """markov.forward_backward by the compiled passes, then by the banded numpy ones."""
+    return Passes(fixed=request.param.forward_backward)
 
 
 def test_forward_backward_and_viterbi_match_enumeration(passes):
@@ -109,7 +109,7 @@ def test_forward_backward_and_viterbi_match_enumeration(passes):
         marginals[np.arange(steps), path] += p / total
         for t in range(1, steps):
             pairs[path[t - 1], path[t]] += p / total
-    posterior = markov.forward_backward(model, emission.log_density(x))
+    posterior = markov.forward_backward(model, emission.log_density(x), passes)
     assert posterior.loglik == pytest.approx(np.log(total), rel=1e-12)
     np.testing.assert_allclose(posterior.probabilities, marginals, atol=1e-12)
     np.testing.assert_allclose(posterior.transitions, pairs, atol=1e-12)
@@ -120,7 +120,7 @@ def test_forward_backward_does_not_underflow_far_from_every_state(passes):
     emission = Gaussian(np.zeros((2, 1)), np.stack([np.eye(1)] * 2), 0.0)
     model = markov.HiddenMarkov(np.array([0.5, 0.5]), np.array([[0.9, 0.1], [0.1, 0.9]]), emission)
     x = np.full((50, 1), 60.0)  # density ~ exp(-1800) per sample
-    posterior = markov.forward_backward(model, emission.log_density(x))
+    posterior = markov.forward_backward(model, emission.log_density(x), passes)
     expected = 50 * multivariate_normal(0.0, 1.0).logpdf(60.0)
     assert posterior.loglik == pytest.approx(expected, rel=1e-12)
     np.testing.assert_allclose(posterior.probabilities, 0.5)
@@ -163,7 +163,7 @@ def test_forward_backward_matches_the_stepwise_recursion(passes, switch, separat
     model = markov.HiddenMarkov(np.full(k, 1 / k), transition, emission)
     log_b = emission.log_density(x)
     loglik, gamma, xi = reference_forward_backward(model, log_b)
-    posterior = markov.forward_backward(model, log_b)
+    posterior = markov.forward_backward(model, log_b, passes)
     assert posterior.loglik == pytest.approx(loglik, rel=1e-12)
     np.testing.assert_allclose(posterior.probabilities, gamma, atol=1e-10)
     np.testing.assert_allclose(posterior.transitions, xi, rtol=1e-8, atol=1e-8)
@@ -187,6 +187,36 @@ def test_compiled_and_banded_passes_agree_on_a_long_chain():
     assert compiled == pytest.approx(banded, rel=1e-10)
     np.testing.assert_allclose(p_compiled, p_banded, atol=1e-12)
     np.testing.assert_allclose(t_compiled, t_banded, rtol=1e-10)
+
+
+def test_a_fit_runs_the_numpy_passes_until_numba_would_have_paid_for_its_start():
+    # A states=3 fit of 500 samples runs about 50 passes: numba's start-up (0.7 CPU s) would
+    # cost ten times the whole fit (forward_backward_choice's docstring).
+    small = Passes()
+    assert all(small.next(500, 3) is forward_backward_lapack.forward_backward for _ in range(200))
+    # 20,000 samples x 6 states: each pass would save about 60 ms, so numba from the 12th on.
+    large = Passes()
+    chosen = [large.next(20000, 6) for _ in range(30)]
+    switch = chosen.index(compiled())
+    assert 5 < switch < 20
+    assert all(c is forward_backward_lapack.forward_backward for c in chosen[:switch])
+    assert all(c is compiled() for c in chosen[switch:])
+
+
+def test_a_small_fit_does_not_load_numba(tmp_path):
+    """Loading numba costs more CPU time than a small fit takes (before: 0.7-1.2 s for a
+    0.1 s fit); checked in a fresh process, as the first fit of a ``dynid fit`` run."""
+    result = run_script(
+        "import sys\n"
+        "import numpy as np\n"
+        "from dynid import api\n"
+        "from dynid.data.dataset import Dataset\n"
+        "x = np.random.default_rng(0).normal(size=(500, 2)) + np.repeat([[0, 0], [3, 0]], 250, axis=0)\n"
+        "fit = api.fit(Dataset.from_arrays(x), 'hmm', {'states': '2'}, seed=0)\n"
+        "print(fit.model.metrics_['states'], 'numba' in sys.modules)\n",
+        cwd=tmp_path)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.split() == ["2", "False"]
 
 
 def test_log_likelihood_and_em_match_hmmlearn_from_the_same_start():

@@ -22,10 +22,11 @@ from dynid.causal import registry
 PACKAGE_DIR = Path(dynid.__file__).parent
 
 # Modules any layer may import: errors, hyperparameter parsing, JSON conversion and the JSON
-# document kinds, atomic writes, device/seed handling and the package root (its version).
+# document kinds, atomic writes, device/seed handling, pools of spawned worker processes and the
+# package root (its version).
 INFRASTRUCTURE = frozenset(
     {"dynid", "dynid.errors", "dynid.params", "dynid.jsonable", "dynid.documents", "dynid.atomic",
-     "dynid.runtime"}
+     "dynid.runtime", "dynid.worker_processes"}
 )
 # ARCHITECTURE.md's "may import" column for the packages below the API; packages not listed
 # (api, selection, modelfile, report, cli, runner) may import every one of these.

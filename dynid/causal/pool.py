@@ -15,12 +15,12 @@ parent, which stops the pool on Ctrl-C.
 
 A spawned worker first imports the caller's main script again. A script that calls a method at
 import time, without ``if __name__ == "__main__":``, would thus start the method again inside
-every worker; there ``worker_pool`` ends the worker at once with a code of its own, and the
-parent raises ``UsageError`` naming the missing guard. The problem reaches the workers through a
-temporary file, not with the spawned process: CPython's spawn writes the process's arguments into
-the child's pipe while still holding the pipe's read end itself, so a child that dies before
-reading arguments larger than the pipe's buffer (64 KiB) left the caller blocked for ever (seen
-with te on 10 x 700 samples) instead of failing.
+every worker; there the worker ends at once, and the parent raises ``UsageError`` naming the
+missing guard (``dynid.worker_processes``). The problem reaches the workers through a temporary
+file, not with the spawned process: CPython's spawn writes the process's arguments into the
+child's pipe while still holding the pipe's read end itself, so a child that dies before reading
+arguments larger than the pipe's buffer (64 KiB) left the caller blocked for ever (seen with te
+on 10 x 700 samples) instead of failing.
 """
 
 from __future__ import annotations
@@ -32,7 +32,7 @@ import signal
 from collections.abc import Callable, Iterator, Sequence
 from typing import Generic, TypeVar
 
-from dynid.errors import ComputationError, UsageError
+from dynid import worker_processes
 from dynid.runtime import available_cores
 
 P = TypeVar("P")  # the problem every worker receives
@@ -73,55 +73,17 @@ def worker_pool(workers: int, build: Callable[[P], S], problem: P) -> Iterator[M
         state = build(problem)
         yield Mapper(lambda function, items: [function(state, item) for item in items], 1)
         return
-    import multiprocessing
     import pickle
     import tempfile
-    from concurrent.futures import ProcessPoolExecutor
-    from concurrent.futures.process import BrokenProcessPool
 
-    if getattr(multiprocessing.current_process(), "_inheriting", False):
-        # This process is a worker still starting: its import of the main script got here.
-        raise SystemExit(_UNGUARDED_SCRIPT)
     with tempfile.TemporaryDirectory(prefix="dynid-pool-") as folder:
         path = os.path.join(folder, "problem.pickle")
         with open(path, "wb") as file:  # read back only by this call's own workers
             pickle.dump(problem, file, protocol=pickle.HIGHEST_PROTOCOL)
-        pool = ProcessPoolExecutor(max_workers=workers,
-                                   mp_context=multiprocessing.get_context("spawn"),
-                                   initializer=_start_worker, initargs=(build, path))
-        processes = pool._processes  # no public way to reach the workers
-        try:
+        with worker_processes.spawned_pool(workers, _start_worker, (build, path),
+                                           "-p workers=1") as pool:
             yield Mapper(lambda function, items: list(pool.map(functools.partial(_call, function),
                                                                 items)), workers)
-        except BrokenProcessPool as error:
-            ended = list((processes or {}).values())
-            pool.shutdown(wait=True)  # the broken pool has stopped its workers: collect them
-            raise _worker_death([process.exitcode for process in ended]) from error
-        except BaseException:
-            ended = list((processes or {}).values())
-            pool.shutdown(wait=False, cancel_futures=True)
-            for process in ended:  # pure computations: nothing to clean up
-                if process.is_alive():
-                    process.terminate()
-            raise
-        pool.shutdown(wait=True)
-
-
-# Exit code of a worker that found itself re-running the caller's script (module docstring).
-_UNGUARDED_SCRIPT = 86
-
-
-def _worker_death(exit_codes: list[int | None]) -> Exception:
-    """The error for a pool whose worker died, from the workers' exit codes."""
-    if _UNGUARDED_SCRIPT in exit_codes:
-        return UsageError(
-            "the worker processes re-ran the main script, which calls dynid at import time: put "
-            'the script\'s work under `if __name__ == "__main__":` (each worker is a fresh '
-            "interpreter that imports the script), or use one process with -p workers=1")
-    return ComputationError(
-        f"a worker process ended unexpectedly (exit codes {exit_codes}; negative: killed by "
-        "that signal, e.g. -9 for lack of memory); -p workers=1 runs in this process only")
-
 
 _state: object = None  # in a worker: what ``build`` made of the problem
 

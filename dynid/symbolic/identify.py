@@ -6,7 +6,7 @@
    evaluated on the rows; per equation the library and terms with the lowest held-out
    criterion (``choice``).
 3. The chosen support refitted on all rows, constants inside nonlinear terms refined
-   (``choice.refit``).
+   (``refit``).
 4. Continuous-time data: coefficients and constants refined by multiple shooting (on clean
    data this removes the finite difference's truncation error); other libraries' choices that
    came close on the equation errors compared with the winner by their trajectories
@@ -30,12 +30,14 @@ from threadpoolctl import threadpool_limits
 
 from dynid.data.dataset import Dataset
 from dynid.runtime import Progress, SilentProgress, Steps
-from dynid.symbolic.choice import EquationChoice, EvaluatedLibrary, choose_equations, refit, selected_terms
+from dynid.symbolic.choice import choose_equations
 from dynid.symbolic.ensemble import bagging, pivot_interval
 from dynid.symbolic.folds import make_folds
 from dynid.symbolic.library import CustomLibrary, Term, TermSet, parse_library_spec
+from dynid.symbolic.library_choice import EquationChoice, EvaluatedLibrary
 from dynid.symbolic.options import SymbolicParams
 from dynid.symbolic.profile import FamilyProfile
+from dynid.symbolic.refit import refit, selected_terms
 from dynid.symbolic.rivals import settle_rivals
 from dynid.symbolic.rows import RegressionRows, regression_rows
 from dynid.symbolic.selection import select

@@ -15,7 +15,7 @@ with n the compared residuals, cost the noise-standardised misfit (``ShootingFit
 fitted parameters (coefficients, constants and segment states), i.e. BIC (Schwarz 1978) with
 the noise level estimated (so a misestimated noise level, or the precision floor of clean data,
 cancels between contenders), plus the contender's model-space penalty within its own library
-(``choice.choice_penalty``), as in the equation-error comparison. The winner on held-out
+(``library_choice.choice_penalty``), as in the equation-error comparison. The winner on held-out
 equation errors stands unless the trajectories give strong evidence against it: a difference of
 6 on this (2 ln Bayes factor) scale is Kass & Raftery's (1995) "strong". Replacing it at any
 difference would let noise decide between terms that are equal on the data (x1 against x0^2
@@ -32,8 +32,9 @@ from math import log
 import numpy as np
 
 from dynid.data.dataset import Dataset, Trial
-from dynid.symbolic.choice import EquationChoice, choice_penalty, refit, selected_terms
+from dynid.symbolic.library_choice import EquationChoice, choice_penalty
 from dynid.symbolic.options import SymbolicParams
+from dynid.symbolic.refit import refit, selected_terms
 from dynid.symbolic.rows import RegressionRows
 from dynid.symbolic.shooting import ShootingFit
 from dynid.symbolic.shooting_step import shoot

@@ -14,10 +14,11 @@ from math import log
 import numpy as np
 
 from dynid.data.dataset import Dataset, Trial
-from dynid.symbolic.choice import EquationChoice, refit
 from dynid.symbolic.library import TermSet
+from dynid.symbolic.library_choice import EquationChoice
 from dynid.symbolic.noise import estimate_noise
 from dynid.symbolic.options import SymbolicParams
+from dynid.symbolic.refit import refit
 from dynid.symbolic.rows import RegressionRows
 from dynid.symbolic.shooting import ShootingFit, predicted_decrease, refine_by_shooting
 

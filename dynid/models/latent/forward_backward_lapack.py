@@ -1,6 +1,6 @@
-"""The scaled forward-backward recursion in numpy and LAPACK, for where numba is missing
-(``markov.forward_backward`` prefers the compiled ``forward_backward_numba``; the two agree to
-rounding, tested).
+"""The scaled forward-backward recursion in numpy and LAPACK, for fits too small to repay
+numba's start-up and where numba is missing (``forward_backward_choice``; the compiled
+``forward_backward_numba`` agrees to rounding, tested).
 
 Both passes are chains u_t = u_{t-1} M_t of non-negative K x K matrices (forward
 M_t = T diag(b_t), backward its transpose, reversed), and a numpy loop over the samples costs

@@ -1,9 +1,9 @@
 """The scaled forward-backward recursion compiled with numba: one pass forward, one backward,
 no per-sample Python and no (steps, K) temporaries beyond the emission densities.
 
-``markov.forward_backward`` calls this when numba is importable (it is a dependency) and the
-LAPACK-banded numpy passes (``forward_backward_lapack``) otherwise; both return the same
-numbers (to rounding, tested).
+``markov.forward_backward`` calls this, or the LAPACK-banded numpy passes
+(``forward_backward_lapack``) where this cannot repay its start-up cost or numba is missing
+(``forward_backward_choice``); both return the same numbers (to rounding, tested).
 
 Each step's log densities are shifted by their maximum before exponentiating, so no density
 underflows however far the sample lies from every state; the log-likelihood is the sum of the
@@ -16,11 +16,8 @@ disagree sharply).
 The price is paid once per process, in CPU time measured on the 2-core development machine
 (load 24, so wall times were 3-4x these): importing numba about 0.5-0.7 s, then the first call
 either compiles (about 2.4 s, the first time ever: ``cache=True`` writes the machine code to
-``__pycache__`` beside this module) or loads that cached code (about 0.8 s). So a process's first
-forward-backward costs about 1.3 s (3 s the very first time), which a 3-state fit of a
-2,000-sample series repays only when it runs about a thousand passes (``states=auto`` does; a
-fixed ``states=3`` fit of a few hundred passes ends about a second slower than the numpy
-fallback); at 20,000 samples each pass saves about 7 ms.
+``__pycache__`` beside this module) or loads that cached code (about 0.8 s).
+``forward_backward_choice`` weighs that price against what the passes save.
 """
 
 from __future__ import annotations

@@ -51,6 +51,7 @@ from dynid.models.base import (
 )
 from dynid.models.latent import markov
 from dynid.models.latent.emissions import Autoregressive, Gaussian, covariance_floor
+from dynid.models.latent.forward_backward_choice import Passes
 from dynid.models.latent.markov import HiddenMarkov
 from dynid.models.latent.iterations import EMResult
 from dynid.models.latent.labelled import KnownStatesBackend
@@ -112,11 +113,12 @@ class _HiddenMarkovBackend(KnownStatesBackend):
         else:
             candidates = range(int(params.states), int(params.states) + 1)
         n_rows = sum(x.shape[0] for x in trials)
+        passes = Passes()  # one for every EM run of the fit: numba pays for them together
         fits: dict[int, EMResult] = {}
         for k in candidates:
             if k > n_rows // 2:
                 break  # fewer than two samples per state: nothing to fit
-            fits[k] = self._best_of_starts(trials, known, k, params, rng)
+            fits[k] = self._best_of_starts(trials, known, k, params, rng, passes)
         if not fits:
             raise DataError(f"{data.source}: too few samples for {params.states} states")
         bic = {k: -2 * r.history[-1] + r.model.n_parameters() * np.log(n_rows) for k, r in fits.items()}
@@ -135,7 +137,13 @@ class _HiddenMarkovBackend(KnownStatesBackend):
         )
 
     def _best_of_starts(
-        self, trials: list[np.ndarray], known: list[np.ndarray] | None, k: int, params: MarkovParams, rng: np.random.Generator
+        self,
+        trials: list[np.ndarray],
+        known: list[np.ndarray] | None,
+        k: int,
+        params: MarkovParams,
+        rng: np.random.Generator,
+        passes: Passes,
     ) -> EMResult:
         """EM from the k-means++ start and ``restarts`` random segmentations, screened by their
         log-likelihood after a few iterations; the best, run to convergence."""
@@ -151,6 +159,7 @@ class _HiddenMarkovBackend(KnownStatesBackend):
                 max_iter=min(SCREENING_ITERATIONS, params.max_iter),
                 tol=params.tol,
                 known=known,
+                passes=passes,
             )
             for labels in labelings
         ]
@@ -158,7 +167,7 @@ class _HiddenMarkovBackend(KnownStatesBackend):
         remaining = params.max_iter - (len(best.history) - 1)
         if best.converged or remaining < 1:
             return best
-        rest = markov.fit_em(best.model, trials, max_iter=remaining, tol=params.tol, known=known)
+        rest = markov.fit_em(best.model, trials, max_iter=remaining, tol=params.tol, known=known, passes=passes)
         return EMResult(rest.model, best.history[:-1] + rest.history, rest.converged)
 
     @staticmethod
@@ -171,10 +180,10 @@ class _HiddenMarkovBackend(KnownStatesBackend):
         """Per sample: the Viterbi state and the smoothed state probabilities; with labels,
         the known states are kept (see the module docstring)."""
         self._check_fitted()
-        paths, probabilities = [], []
+        paths, probabilities, passes = [], [], Passes()
         for log_b in markov.trial_densities(self.model_, [trial.x for trial in data.trials], labels):
             paths.append(markov.viterbi(self.model_, log_b))
-            probabilities.append(markov.forward_backward(self.model_, log_b).probabilities)
+            probabilities.append(markov.forward_backward(self.model_, log_b, passes).probabilities)
         n = sum(trial.n_samples for trial in data.trials)
         return LatentStates(
             names=(),

@@ -8,23 +8,22 @@ from the posterior state probabilities (``Emission``).
 Forward-backward is the scaled recursion (Rabiner 1989) with each step's log densities shifted
 by their maximum before exponentiating, so nothing underflows however small the densities; the
 log-likelihood is the log of the forward normalisers plus the shifts. It is compiled with numba
-(``forward_backward_numba``), with LAPACK-banded numpy passes (``forward_backward_lapack``) where
-numba is missing. Viterbi works in log space.
+(``forward_backward_numba``) or runs as LAPACK-banded numpy passes (``forward_backward_lapack``):
+numba's start-up costs more than small fits gain, so a fit's ``Passes`` choose
+(``forward_backward_choice``). Viterbi works in log space.
 Each EM iteration (E-step: forward-backward; M-step: pi, T and the emissions in closed form)
 does not decrease the log-likelihood.
 """
 
 from __future__ import annotations
 
-import functools
 from abc import ABC, abstractmethod
-from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
 
 from dynid.errors import ComputationError, DataError
-from dynid.models.latent import forward_backward_lapack
+from dynid.models.latent.forward_backward_choice import Passes
 from dynid.models.latent.iterations import EMResult, iterate_em
 from dynid.models.latent.rows import ZERO_PROBABILITY
 
@@ -109,31 +108,18 @@ class Posterior:
     loglik: float
 
 
-def forward_backward(model: Chain, log_b: np.ndarray) -> Posterior:
-    """Scaled forward-backward for log densities log_b (steps, K), by the compiled recursion
-    (``forward_backward_numba``) or, without numba, the banded numpy one."""
+def forward_backward(model: Chain, log_b: np.ndarray, passes: Passes | None = None) -> Posterior:
+    """Scaled forward-backward for log densities log_b (steps, K), by the implementation that
+    the fit's ``passes`` choose (None: by this pass alone)."""
     probabilities = np.empty(log_b.shape)
     transitions = np.empty((model.n_states, model.n_states))
-    loglik = _forward_backward_implementation()(
+    implementation = (passes or Passes()).next(*log_b.shape)
+    loglik = implementation(
         model.initial, model.transition, np.ascontiguousarray(log_b, dtype=float), probabilities, transitions
     )
     if not np.isfinite(loglik):
         raise ComputationError(ZERO_PROBABILITY)
     return Posterior(probabilities, transitions, probabilities[-1].copy(), float(loglik))
-
-
-@functools.cache
-def _forward_backward_implementation() -> Callable[[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray], float]:
-    """numba's compiled forward-backward, or the LAPACK-banded one where numba is missing (or
-    cannot cache its code).
-    numba is imported here, at the first forward-backward, not with this module: importing it
-    costs about half a second that ``dynid --help`` and models without a chain need not pay."""
-    try:
-        from dynid.models.latent import forward_backward_numba
-    # RuntimeError: numba finds no writable place for its cache ("no locator available").
-    except (ImportError, RuntimeError):
-        return forward_backward_lapack.forward_backward
-    return forward_backward_numba.forward_backward
 
 
 def filtered_last(model: HiddenMarkov, x: np.ndarray) -> np.ndarray:
@@ -179,9 +165,12 @@ def viterbi(model: Chain, log_b: np.ndarray) -> np.ndarray:
     return path
 
 
-def log_likelihood(model: HiddenMarkov, trials: list[np.ndarray], known: list[np.ndarray] | None = None) -> float:
-    """log p of all trials (and of the known states, if any)."""
-    return float(sum(forward_backward(model, log_b).loglik for log_b in trial_densities(model, trials, known)))
+def log_likelihood(
+    model: HiddenMarkov, trials: list[np.ndarray], known: list[np.ndarray] | None = None, passes: Passes | None = None
+) -> float:
+    """log p of all trials (and of the known states, if any); passes: those of the fit."""
+    passes = passes or Passes()
+    return float(sum(forward_backward(model, log_b, passes).loglik for log_b in trial_densities(model, trials, known)))
 
 
 def maximise(model: HiddenMarkov, trials: list[np.ndarray], posteriors: list[Posterior]) -> HiddenMarkov:
@@ -202,20 +191,28 @@ def maximise_chain(chain: Chain, posteriors: list[Posterior]) -> Chain:
 
 
 def fit_em(
-    start: HiddenMarkov, trials: list[np.ndarray], *, max_iter: int, tol: float, known: list[np.ndarray] | None = None
+    start: HiddenMarkov,
+    trials: list[np.ndarray],
+    *,
+    max_iter: int,
+    tol: float,
+    known: list[np.ndarray] | None = None,
+    passes: Passes | None = None,
 ) -> EMResult[HiddenMarkov]:
     """Baum-Welch from ``start`` until an iteration gains less than ``tol`` log-likelihood per
-    observed value, or ``max_iter`` iterations. known: per trial the known states (``clamp``)."""
+    observed value, or ``max_iter`` iterations. known: per trial the known states (``clamp``);
+    passes: those of the whole fit, when it runs EM more than once (None: this EM's own)."""
+    passes = passes or Passes()
 
     def expect(model: HiddenMarkov) -> tuple[list[Posterior], float]:
-        posteriors = [forward_backward(model, log_b) for log_b in trial_densities(model, trials, known)]
+        posteriors = [forward_backward(model, log_b, passes) for log_b in trial_densities(model, trials, known)]
         return posteriors, float(sum(p.loglik for p in posteriors))
 
     return iterate_em(
         start,
         expect,
         lambda model, posteriors: maximise(model, trials, posteriors),
-        lambda model: log_likelihood(model, trials, known),
+        lambda model: log_likelihood(model, trials, known, passes),
         n_values=sum(x.size for x in trials),
         max_iter=max_iter,
         tol=tol,

@@ -38,6 +38,7 @@ from dynid.errors import DataError
 from dynid.models.base import Capabilities, Hyperparameters, LatentStates, expect_array, param
 from dynid.models.latent import markov, switching
 from dynid.models.latent.emissions import Autoregressive, covariance_floor
+from dynid.models.latent.forward_backward_choice import Passes
 from dynid.models.latent.hmm import ARHMM, MarkovParams, mixture_rollout
 from dynid.models.latent.iterations import EMResult, iterate_em
 from dynid.models.latent.labelled import KnownStatesBackend
@@ -99,10 +100,11 @@ class SLDS(KnownStatesBackend):
         if known is not None and max(int(np.max(k)) for k in known) >= params.regimes:
             raise DataError(f"{data.source}: --labels has regimes beyond regimes={params.regimes}")
         start = _start(data, params, known, seed)
+        passes = Passes()
 
         def expect(current: _Iterate) -> tuple[list[TrialPosterior], float]:
             swept = [
-                switching.infer(current.model, y, q, None if known is None else known[n])
+                switching.infer(current.model, y, q, None if known is None else known[n], passes)
                 for n, (y, q) in enumerate(zip(trials, current.regime_probabilities))
             ]
             return [post for post, _ in swept], float(sum(elbo for _, elbo in swept))
@@ -135,11 +137,12 @@ class SLDS(KnownStatesBackend):
     # -- inference ---------------------------------------------------------------------------
     def _posterior(self, y: np.ndarray, known: np.ndarray | None) -> TrialPosterior:
         """q(z), q(s) of one trial under the fitted parameters (module docstring)."""
-        model = self.model_
-        regimes = markov.forward_backward(model.chain, markov.clamp(_projected_log_densities(model, y), known)).probabilities
+        model, passes = self.model_, Passes()
+        log_b = markov.clamp(_projected_log_densities(model, y), known)
+        regimes = markov.forward_backward(model.chain, log_b, passes).probabilities
         previous = -np.inf
         for _ in range(STATE_SWEEPS):
-            post, elbo = switching.infer(model, y, regimes, known)
+            post, elbo = switching.infer(model, y, regimes, known, passes)
             regimes = post.regimes.probabilities
             if elbo - previous < self.params.tol * y.size:  # type: ignore[attr-defined]
                 break

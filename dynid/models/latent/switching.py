@@ -34,6 +34,7 @@ import numpy as np
 
 from dynid.errors import ComputationError
 from dynid.models.latent import markov
+from dynid.models.latent.forward_backward_choice import Passes
 from dynid.models.latent.markov import Chain, Posterior, contiguous
 from dynid.models.latent.rows import row_sums
 
@@ -175,12 +176,19 @@ def regime_log_densities(model: Switching, latent: LatentChain) -> np.ndarray:
     return out
 
 
-def infer(model: Switching, y: np.ndarray, regime_probabilities: np.ndarray, known: np.ndarray | None) -> tuple[TrialPosterior, float]:
+def infer(
+    model: Switching,
+    y: np.ndarray,
+    regime_probabilities: np.ndarray,
+    known: np.ndarray | None,
+    passes: Passes | None = None,
+) -> tuple[TrialPosterior, float]:
     """One coordinate-ascent sweep for one trial: q(z) given q(s), then q(s) given q(z); the
-    trial's ELBO (module docstring). known: the known regimes (``markov.clamp``) or None."""
+    trial's ELBO (module docstring). known: the known regimes (``markov.clamp``) or None;
+    passes: the fit's forward-backward passes (``forward_backward_choice``; None: a lone sweep)."""
     latent = latent_chain(model, y, regime_probabilities)
     log_b = markov.clamp(regime_log_densities(model, latent), known)
-    regimes = markov.forward_backward(model.chain, log_b)
+    regimes = markov.forward_backward(model.chain, log_b, passes)
     elbo = regimes.loglik + _observation_term(model, y, latent) + _initial_term(model, latent) + _entropy(latent)
     return TrialPosterior(latent, regimes, log_b), elbo
 
