@@ -334,15 +334,18 @@ def lagged_graph(
 ) -> CausalGraph:
     """The CausalGraph of per-(source, target, lag) tests.
 
-    strength, p_raw: (d, d, max_lag) ``[source][target][lag - 1]``, diagonal unused. p-values are
+    strength (d, d, L >= max_lag; lags past max_lag are not edges), p_raw (d, d, max_lag):
+    ``[source][target][lag - 1]``, diagonal unused. p-values are
     adjusted over all off-diagonal entries but the links that ``self_predicted`` columns leave
     untestable (``common.not_separable``): those get p-value 1 (raw and adjusted) and strength
-    0 (set in ``strength`` and ``p_raw`` in place, so the same arrays in ``extra`` agree), with one warning per column (``extra["warnings"]``, ``extra["self_predicted"]``).
+    0 (set in ``strength`` and ``p_raw`` in place, so the same arrays in ``extra`` agree), with
+    one warning per column (``extra["warnings"]``, ``extra["self_predicted"]``).
     ``score_matrix`` is ``-log10`` of each pair's smallest adjusted p-value.
     """
     d, lags = data.n_variables, settings.max_lag
     untestable = not_separable(self_predicted, d, lags)[:, :, 1:]
-    strength[untestable], p_raw[untestable] = 0.0, 1.0
+    # strength may hold more lags (up to the history), which are not edges.
+    strength[:, :, :lags][untestable], p_raw[untestable] = 0.0, 1.0
     tested = ~np.eye(d, dtype=bool)[:, :, None] & ~untestable
     p_adj = np.where(untestable, 1.0, np.nan)
     p_adj[tested] = adjust_pvalues(p_raw[tested], settings.correction)  # type: ignore[arg-type]
