@@ -211,12 +211,19 @@ def not_separable(found: list[SelfPrediction], d: int, max_lag: int) -> np.ndarr
     return out
 
 
-def warn_self_predicted(data: Dataset, found: list[SelfPrediction]) -> list[str]:
-    """One Python warning per self-predicted column; the lines, for ``extra["warnings"]``."""
+def report_self_predicted(data: Dataset, found: list[SelfPrediction]) -> dict[str, list]:
+    """One Python warning per self-predicted column in ``found``; returns what a method's
+    ``extra`` says of them: ``warnings`` (those lines) and ``self_predicted`` (``{"column",
+    "order"}`` each)."""
     notes = [item.message(data) for item in found]
     for note in notes:
-        warnings.warn(note, stacklevel=3)
-    return notes
+        warnings.warn(note, stacklevel=2)
+    return {
+        "warnings": notes,
+        "self_predicted": [
+            {"column": data.variables[item.column], "order": item.order} for item in found
+        ],
+    }
 
 
 # -- penalised methods -----------------------------------------------------------------------------

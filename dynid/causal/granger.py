@@ -27,8 +27,8 @@ from dynid.causal.common import (
     check_lagged_regression,
     check_lambda,
     redundant_columns,
+    report_self_predicted,
     self_predicted_columns,
-    warn_self_predicted,
 )
 from dynid.causal.fdr import adjust_pvalues, check_correction
 from dynid.causal.graph import CausalGraph, lagged_edges, pair_scores
@@ -44,7 +44,6 @@ _CONSEQUENCE = (
     "it is left out of the regressors, and its links out (and in from what it copies) cannot be "
     "separated: reported with p = 1, strength 0"
 )
-
 
 
 @dataclass(frozen=True)
@@ -187,8 +186,10 @@ def granger(
     resid = y - z @ beta
     sigma2 = np.sum(resid**2, axis=0) / dof  # (d,) residual variance per target
     untestable = _untestable_pairs(redundant, self_predicted, d)
-    # A self-predicted target has no residual: its tests are untestable, the others must have one.
-    _check_residuals(data, sigma2 * dof, y, untestable.any(axis=0))
+    # A self-predicted target has no residual (its tests are reported untestable); the others
+    # must have one.
+    exempt = np.isin(np.arange(d), [item.column for item in self_predicted])
+    _check_residuals(data, sigma2 * dof, y, exempt)
     r_inv = linalg.solve_triangular(r, np.eye(r.shape[0]))
     cov_unit = r_inv @ r_inv.T  # (Z'Z)^{-1}; times sigma2_i = covariance of target i's beta
     # Division by a self-predicted target's zero residual variance: masked as untestable below.
@@ -230,7 +231,7 @@ def granger(
     notes = [item.message(data, _CONSEQUENCE) for item in redundant]
     for note in notes:
         warnings.warn(note, stacklevel=2)
-    notes += warn_self_predicted(data, self_predicted)
+    reported = report_self_predicted(data, self_predicted)
 
     names = data.variables
     edges = lagged_edges(names, strength, p_adj, significant, range(1, lags + 1))
@@ -249,15 +250,13 @@ def granger(
             "dof": int(dof),
             "n_rows": int(n_rows),
             "dt": data.dt,
-            "warnings": notes,
+            "warnings": notes + reported["warnings"],
             "redundant": [
                 {"column": names[item.column], "copies": [names[k] for k in item.copies],
                  "r_squared": item.r_squared}
                 for item in redundant
             ],
-            "self_predicted": [
-                {"column": names[item.column], "order": item.order} for item in self_predicted
-            ],
+            "self_predicted": reported["self_predicted"],
             "residual_std": np.sqrt(sigma2),
             "coefficient": coef,
             "t_statistic": t_pair,

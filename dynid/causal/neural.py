@@ -62,8 +62,8 @@ from dynid.causal.common import (
     mean_and_standard_error,
     not_separable,
     one_standard_error,
+    report_self_predicted,
     self_predicted_columns,
-    warn_self_predicted,
 )
 from dynid.causal.graph import CausalGraph, support_graph
 from dynid.data.dataset import Dataset
@@ -178,7 +178,7 @@ class NeuralGranger(CausalMethod):
             extra["stopped"] = fit.stopped
         self_predicted = self_predicted_columns(data, lags)
         untestable = not_separable(self_predicted, data.n_variables, lags)[:, :, 1:]
-        extra["warnings"] = warn_self_predicted(data, self_predicted)
+        extra.update(report_self_predicted(data, self_predicted))
         cross = ~np.eye(data.n_variables, dtype=bool)[:, :, None]
         lag_norms = np.where(cross & ~untestable, fit.weight_norm, 0.0)
         score = np.where(untestable.all(axis=2), 0.0, fit.score)

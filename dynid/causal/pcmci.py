@@ -32,8 +32,8 @@ from dynid.causal.common import (
     check_columns_after_lags,
     check_whole,
     not_separable,
+    report_self_predicted,
     self_predicted_columns,
-    warn_self_predicted,
 )
 from dynid.causal.fdr import adjust_pvalues
 from dynid.causal.graph import CausalGraph, lagged_edges, pair_scores
@@ -180,10 +180,7 @@ def pcmci(data: Dataset, params: PCMCIParams, settings: CausalSettings) -> Causa
             },
             "val_matrix": val,
             "p_matrix": p_raw,
-            "warnings": warn_self_predicted(data, self_predicted),
-            "self_predicted": [
-                {"column": names[item.column], "order": item.order} for item in self_predicted
-            ],
+            **report_self_predicted(data, self_predicted),
         },
     )
 

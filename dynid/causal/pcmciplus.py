@@ -34,8 +34,8 @@ from dynid.causal.citests import CITest
 from dynid.causal.common import (
     check_columns_after_lags,
     not_separable,
+    report_self_predicted,
     self_predicted_columns,
-    warn_self_predicted,
 )
 from dynid.causal.graph import CausalGraph, Edge, P_FLOOR
 from dynid.causal.orientation import (
@@ -246,10 +246,7 @@ def pcmciplus(data: Dataset, params: PCMCIPlusParams, settings: CausalSettings) 
                 {"source": names[i], "lag": int(lag), "middle": names[k], "target": names[j]}
                 for (i, lag), k, j in ambiguous
             ],
-            "warnings": warn_self_predicted(data, self_predicted),
-            "self_predicted": [
-                {"column": names[item.column], "order": item.order} for item in self_predicted
-            ],
+            **report_self_predicted(data, self_predicted),
         },
     )
 

@@ -57,9 +57,9 @@ from dynid.causal.common import (
     default_permutations,
     lone_link_can_pass,
     not_separable,
+    report_self_predicted,
     self_predicted_columns,
     usable_rows,
-    warn_self_predicted,
 )
 from dynid.causal.fdr import adjust_pvalues
 from dynid.causal.graph import CausalGraph, lagged_edges, pair_scores
@@ -359,9 +359,6 @@ def lagged_graph(
         extra={
             "correction": settings.correction,
             **extra,
-            "warnings": warn_self_predicted(data, self_predicted),
-            "self_predicted": [
-                {"column": names[item.column], "order": item.order} for item in self_predicted
-            ],
+            **report_self_predicted(data, self_predicted),
         },
     )
