@@ -120,3 +120,20 @@ def test_neural_zeroes_the_links_it_cannot_test(driven: np.ndarray):
     assert untested and all(e.strength == 0.0 and not e.significant for e in untested)
     assert (graph.score_matrix[:, 0] == 0.0).all()
     assert len(graph.extra["warnings"]) == 1
+
+
+@pytest.mark.parametrize("method", ["pcmci", "pcmciplus"])
+def test_parcorr_methods_use_their_tests_bound_for_a_rounded_sinusoid(
+    cli, tmp_path, driven: np.ndarray, method: str
+):
+    # Written with 6 significant digits, u's own past leaves a residual of ~9e-13 of its
+    # variance: ParCorr takes that for an exact fit (bound 1e-12), and so must the detection,
+    # or PC1 drops u's lags one after another and y -> u shows at every lag.
+    rounded = np.vectorize(lambda v: float(f"{v:.6g}"))(driven)
+    path = write_csv(tmp_path / "rounded.csv", rounded, NAMES, dt=0.1)
+    result = cli("discover-causal", path, "--method", method, "--max-lag", "3", "--json")
+    assert result.returncode == 0, result.stderr.decode()
+    assert "'u' is exactly predicted by its own last 2 values" in result.stderr.decode()
+    significant = {(e["source"], e["target"], e["lag"])
+                   for e in json.loads(result.stdout)["edges"] if e["significant"]}
+    assert significant == {TRUE_EDGE}

@@ -129,7 +129,7 @@ def pcmci(data: Dataset, params: PCMCIParams, settings: CausalSettings) -> Causa
     columns = node_matrix([trial.x for trial in data.trials], 2 * max_lag)
     check_columns_after_lags(data, columns, 2 * max_lag)
     test = make_test(columns, params, settings)
-    self_predicted = self_predicted_columns(data, max_lag)
+    self_predicted = self_predicted_columns(data, max_lag, test.exact_fit)
     untestable = not_separable(self_predicted, d, max_lag)
 
     candidates = lagged_candidates(d, lags, self_predicted)

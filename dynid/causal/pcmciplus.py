@@ -173,7 +173,7 @@ def pcmciplus(data: Dataset, params: PCMCIPlusParams, settings: CausalSettings) 
     check_columns_after_lags(data, columns, 2 * max_lag)
     test = make_test(columns, params, settings)
     alpha = float(settings.alpha)
-    self_predicted = self_predicted_columns(data, max_lag)
+    self_predicted = self_predicted_columns(data, max_lag, test.exact_fit)
     untestable = not_separable(self_predicted, d, max_lag)
 
     steps = Steps(settings.training.progress, 3)
