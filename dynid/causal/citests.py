@@ -26,6 +26,7 @@ from typing import Any, ClassVar
 import numpy as np
 from scipy import stats
 
+from dynid.causal.common import EXACT_FIT
 from dynid.errors import DataError
 
 Test = tuple[int, int, tuple[int, ...]]
@@ -45,11 +46,14 @@ class CITest(ABC):
     """Base of the tests: caching and batching; subclasses compute fresh tests in ``_compute``.
 
     ``signed``: whether the statistic has a sign (a correlation) or not (an information).
+    ``exact_fit``: the residual variance fraction at or below which the test takes a node for an
+    exact function of others (``common.self_predicted_columns`` then uses the same bound).
     ``n_computed``: how many distinct tests were computed so far.
     """
 
     name: ClassVar[str]
     signed: ClassVar[bool]
+    exact_fit: ClassVar[float] = EXACT_FIT
 
     def __init__(self, columns: np.ndarray) -> None:
         self.n_rows, self.n_nodes = columns.shape
@@ -86,6 +90,7 @@ class ParCorr(CITest):
 
     name = "parcorr"
     signed = True
+    exact_fit = _EXACT_FIT
 
     def __init__(self, columns: np.ndarray) -> None:
         super().__init__(columns)

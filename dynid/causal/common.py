@@ -5,6 +5,8 @@
   (``check_columns_after_lags``). One message per problem, naming the file and the column.
 - Redundant columns (``redundant_columns``): exact or near linear copies of other columns at the
   same time step, which regression-based tests cannot separate from what they copy.
+- Self-predicted columns (``self_predicted_columns``): columns that their own last few values
+  predict exactly (a clean sinusoid), whose lags beyond that order are copies of the first ones.
 - Penalised (sparse) methods: the check of a given penalty ``lam``, how the penalty was set
   (``lambda_rule``) and the 1-SE rule that chooses it from validation errors.
 - Permutation and surrogate tests: how many null samples one link needs to pass the
@@ -14,6 +16,7 @@
 from __future__ import annotations
 
 import math
+import warnings
 from dataclasses import dataclass
 from typing import Any
 
@@ -21,6 +24,7 @@ import numpy as np
 
 from dynid.data.dataset import Dataset
 from dynid.errors import DataError
+from dynid.linear.design import lagged_design
 
 # A permutation test never runs fewer null samples than this by default.
 _MIN_PERMUTATIONS = 99
@@ -32,6 +36,10 @@ _REDUNDANT_UNEXPLAINED = 1e-3
 # A kept column counts as part of what a redundant one copies above this share of the largest
 # standardised coefficient.
 _COPY_SHARE = 0.05
+# A column whose residual sum of squares is below this fraction of its variance is fitted exactly:
+# rounding of a noise-free recurrence leaves ~1e-30, measurement noise of one part in 1e10 already
+# leaves 1e-20.
+EXACT_FIT = 1e-20
 
 
 # -- data checks -----------------------------------------------------------------------------------
@@ -147,6 +155,79 @@ def redundant_columns(x: np.ndarray) -> list[Redundancy]:
                 continue
         kept.append(j)
     return found
+
+
+@dataclass(frozen=True)
+class SelfPrediction:
+    """Column ``column`` is exactly a linear function (with intercept) of its own previous
+    ``order`` values, ``order`` in 1..max_lag, e.g. 2 for a sampled sinusoid
+    (``x_t = 2 cos(w dt) x_{t-1} - x_{t-2}``). Its past holds all there is to predict it, so no
+    link into it can be tested, and its lags beyond ``order`` are linear combinations of the
+    first ``order`` lags, so they cannot be separated from them either."""
+
+    column: int
+    order: int
+
+    def message(self, data: Dataset) -> str:
+        """One warning line naming the column and the links that cannot be tested."""
+        values = "value" if self.order == 1 else f"{self.order} values"
+        return (
+            f"{data.source}: column '{data.variables[self.column]}' is exactly predicted by its "
+            f"own last {values} (a noise-free recurrence, e.g. a clean sinusoid); no link into "
+            f"it can be tested, nor from its lags beyond {self.order} (combinations of lags "
+            f"1..{self.order}): those links are reported with p = 1, strength 0"
+        )
+
+
+def self_predicted_columns(
+    data: Dataset, max_lag: int, exact_fit: float = EXACT_FIT
+) -> list[SelfPrediction]:
+    """The variables that their own lags 1..order (``order <= max_lag``, the smallest that fits)
+    predict with an intercept to within ``exact_fit`` of their variance, on the rows a lagged
+    method with ``max_lag`` uses (each trial's samples ``max_lag..n-1``). A method whose own
+    test takes looser fits for exact passes its bound (ParCorr: 1e-12, which a sinusoid written
+    with 6 significant digits reaches), so that the two agree."""
+    found: list[SelfPrediction] = []
+    for j in range(data.n_variables):
+        own = lagged_design([trial.x[:, [j]] for trial in data.trials], max_lag, trend=False)
+        target = own.targets[:, 0] - own.targets[:, 0].mean()
+        # Lags 1..order are the leading columns, so one QR gives every order's fit.
+        q = np.linalg.qr(own.regressors - own.regressors.mean(axis=0))[0]
+        for order in range(1, max_lag + 1):
+            residual = target - q[:, :order] @ (q[:, :order].T @ target)
+            if residual @ residual <= exact_fit * (target @ target):
+                found.append(SelfPrediction(j, order))
+                break
+    return found
+
+
+def not_separable(found: list[SelfPrediction], d: int, max_lag: int) -> np.ndarray:
+    """(d, d, max_lag + 1) [source][target][lag]: the cross-links (source != target) that the
+    self-predicted columns ``found`` leave untestable: every link into one, and every link from
+    one at lag 0 or beyond its ``order`` (its value then is a combination of its lags 1..order,
+    which a test of another link may hold)."""
+    out = np.zeros((d, d, max_lag + 1), dtype=bool)
+    for item in found:
+        out[:, item.column, :] = True
+        out[item.column, :, 0] = True
+        out[item.column, :, item.order + 1:] = True
+    out[np.arange(d), np.arange(d), :] = False
+    return out
+
+
+def report_self_predicted(data: Dataset, found: list[SelfPrediction]) -> dict[str, list]:
+    """One Python warning per self-predicted column in ``found``; returns what a method's
+    ``extra`` says of them: ``warnings`` (those lines) and ``self_predicted`` (``{"column",
+    "order"}`` each)."""
+    notes = [item.message(data) for item in found]
+    for note in notes:
+        warnings.warn(note, stacklevel=2)
+    return {
+        "warnings": notes,
+        "self_predicted": [
+            {"column": data.variables[item.column], "order": item.order} for item in found
+        ],
+    }
 
 
 # -- penalised methods -----------------------------------------------------------------------------

@@ -178,6 +178,8 @@ class DynamicCausality(CausalMethod):
                 "estimator": p.estimator,
                 **resolution,
                 "strength_kind": series.kind,
+                # What the base method warned of (e.g. links it cannot test), once.
+                "warnings": static.extra.get("warnings", []),
                 "static": {"method": static.method, "score_matrix": static.score_matrix},
                 "dynamic": {
                     "times": series.times,

@@ -20,11 +20,15 @@ from scipy import linalg, stats
 
 from dynid.causal.base import CausalMethod, CausalSettings
 from dynid.causal.common import (
+    EXACT_FIT,
     Redundancy,
+    SelfPrediction,
     check_columns_after_lags,
     check_lagged_regression,
     check_lambda,
     redundant_columns,
+    report_self_predicted,
+    self_predicted_columns,
 )
 from dynid.causal.fdr import adjust_pvalues, check_correction
 from dynid.causal.graph import CausalGraph, lagged_edges, pair_scores
@@ -40,8 +44,6 @@ _CONSEQUENCE = (
     "it is left out of the regressors, and its links out (and in from what it copies) cannot be "
     "separated: reported with p = 1, strength 0"
 )
-# A target whose residual sum of squares is below this fraction of its variance is fitted exactly.
-_EXACT_FIT = 1e-20
 
 
 @dataclass(frozen=True)
@@ -139,23 +141,37 @@ def granger(
     present, empty when none); ``extra["redundant"]`` lists ``{"column", "copies",
     "r_squared"}``.
 
+    Self-predicted columns (``common.self_predicted_columns``: exactly a linear function of their
+    own last ``order <= max_lag`` values, e.g. a clean sinusoid, order 2) are not refused either:
+    their lags beyond ``order`` (combinations of lags 1..order) are left out of the regressors,
+    so their joint tests have ``order`` numerator degrees of freedom (``df_num`` gives
+    ``max_lag``, the others'), and the tests reported as above (``p_value`` 1, ``strength`` 0,
+    NaN statistics, outside the family) are every link into them (their past leaves nothing to
+    explain) and every link from their lags beyond ``order``. One warning each, as above;
+    ``extra["self_predicted"]`` lists ``{"column", "order"}``.
+
     Raises UsageError for a bad option and DataError for data that cannot be tested: missing
-    values, a constant column, too few samples for ``max_lag``, irregular sampling, or lagged
-    regressors that are still exactly collinear (e.g. one column a delayed copy of another).
+    values, a constant column, too few samples for ``max_lag``, irregular sampling, lagged
+    regressors that are still exactly collinear (e.g. one column a delayed copy of another), or a
+    column exactly predicted by the others' lags.
     """
     _check_options(max_lag, alpha, correction)
     d, lags = data.n_variables, int(max_lag)
     # 1 + d*L coefficients per target plus at least one residual degree of freedom.
     check_lagged_regression(data, lags, d * lags + 2, f"max_lag={lags} with {d} variables")
     redundant = redundant_columns(data.stacked()[0])
-    kept = np.setdiff1d(np.arange(d), [r.column for r in redundant])
+    self_predicted = self_predicted_columns(data, lags)
     lagged = lagged_design([trial.x for trial in data.trials], lags, trend=False)
     check_columns_after_lags(data, lagged.regressors, lags)
-    # Regressor columns are (lag-1)*d + source; keep the sources that are not redundant.
-    in_model = (np.arange(lags)[:, None] * d + kept[None, :]).ravel()
-    design, target = lagged.regressors[:, in_model], lagged.targets
+    # in_model[lag - 1, source]: whether that lag of that source is a regressor. Regressor columns
+    # are (lag-1)*d + source, the order of in_model.ravel(), so the design stays lag-major.
+    in_model = np.ones((lags, d), dtype=bool)
+    in_model[:, [item.column for item in redundant]] = False
+    for item in self_predicted:
+        in_model[item.order:, item.column] = False
+    design, target = lagged.regressors[:, in_model.ravel()], lagged.targets
     n_rows = design.shape[0]
-    dof = n_rows - 1 - kept.size * lags
+    dof = n_rows - 1 - int(in_model.sum())
 
     # Centre and scale the lagged columns: the intercept is then orthogonal to them and the QR is
     # well conditioned; slopes' t-statistics do not change, coefficients are rescaled below.
@@ -164,32 +180,38 @@ def granger(
     z -= design.mean(axis=0)  # in place: the raw design is not needed again
     z /= std
     q, r = np.linalg.qr(z)
-    _check_rank(data, r, n_rows, lags, kept)
+    _check_rank(data, r, n_rows, in_model)
     y = target - target.mean(axis=0)
     beta = linalg.solve_triangular(r, q.T @ y)  # (k*L, d), standardised regressors
     resid = y - z @ beta
     sigma2 = np.sum(resid**2, axis=0) / dof  # (d,) residual variance per target
-    _check_residuals(data, sigma2 * dof, y)
+    untestable = _untestable_pairs(redundant, self_predicted, d)
+    # A self-predicted target has no residual (its tests are reported untestable); the others
+    # must have one.
+    exempt = np.isin(np.arange(d), [item.column for item in self_predicted])
+    _check_residuals(data, sigma2 * dof, y, exempt)
     r_inv = linalg.solve_triangular(r, np.eye(r.shape[0]))
     cov_unit = r_inv @ r_inv.T  # (Z'Z)^{-1}; times sigma2_i = covariance of target i's beta
-    p_by_order = np.ones((lags, d, d))
-    p_by_order[:, kept] = _joint_p_by_order(q, r_inv, y, kept.size, lags)
-    stderr = np.sqrt(np.outer(np.diag(cov_unit), sigma2))
+    # Division by a self-predicted target's zero residual variance: masked as untestable below.
+    with np.errstate(divide="ignore", invalid="ignore"):
+        p_by_order = _joint_p_by_order(q, r_inv, y, in_model)
+        stderr = np.sqrt(np.outer(np.diag(cov_unit), sigma2))
+        t_model = beta / stderr
+        f_joint = _joint_wald(beta, cov_unit, sigma2, in_model)
 
-    # Back to every source, [source][target][lag-1]; a source left out has coefficient 0.
+    # Back to every source, [source][target][lag-1]; a lag left out has coefficient 0.
     def by_pair(a: np.ndarray, fill: float) -> np.ndarray:
         full = np.full((lags, d, d), fill)
-        full[:, kept, :] = a.reshape(lags, kept.size, d)
+        full[in_model] = a
         return full.transpose(1, 2, 0)
 
-    untestable = _untestable_pairs(redundant, d)
     coef = by_pair(beta / std[:, None], 0.0)
-    t_pair = np.where(untestable[:, :, None], np.nan, by_pair(beta / stderr, np.nan))
+    t_pair = np.where(untestable[:, :, None], np.nan, by_pair(t_model, np.nan))
     p_pair = np.where(np.isnan(t_pair), 1.0, 2.0 * stats.t.sf(np.abs(t_pair), dof))
-    f_joint = np.full((d, d), np.nan)
-    f_joint[kept] = _joint_wald(beta, cov_unit, sigma2, kept.size, lags)
     f_joint[untestable] = np.nan
-    p_joint = np.where(np.isnan(f_joint), 1.0, stats.f.sf(f_joint, lags, dof))
+    p_joint = np.where(
+        np.isnan(f_joint), 1.0, stats.f.sf(f_joint, in_model.sum(axis=0)[:, None], dof)
+    )
 
     cross = ~np.eye(d, dtype=bool)
     tested = cross & ~untestable
@@ -209,6 +231,7 @@ def granger(
     notes = [item.message(data, _CONSEQUENCE) for item in redundant]
     for note in notes:
         warnings.warn(note, stacklevel=2)
+    reported = report_self_predicted(data, self_predicted)
 
     names = data.variables
     edges = lagged_edges(names, strength, p_adj, significant, range(1, lags + 1))
@@ -227,12 +250,13 @@ def granger(
             "dof": int(dof),
             "n_rows": int(n_rows),
             "dt": data.dt,
-            "warnings": notes,
+            "warnings": notes + reported["warnings"],
             "redundant": [
                 {"column": names[item.column], "copies": [names[k] for k in item.copies],
                  "r_squared": item.r_squared}
                 for item in redundant
             ],
+            "self_predicted": reported["self_predicted"],
             "residual_std": np.sqrt(sigma2),
             "coefficient": coef,
             "t_statistic": t_pair,
@@ -255,55 +279,68 @@ def granger(
     )
 
 
-def _untestable_pairs(redundant: list[Redundancy], d: int) -> np.ndarray:
-    """(d, d) [source][target]: links a regression cannot separate, given the redundant columns:
-    every link from a redundant column, and from each column it copies into it."""
+def _untestable_pairs(
+    redundant: list[Redundancy], self_predicted: list[SelfPrediction], d: int
+) -> np.ndarray:
+    """(d, d) [source][target]: links a regression cannot separate, given the redundant columns
+    (every link from a redundant column, and from each column it copies into it) and the
+    self-predicted ones (every link into them)."""
     untestable = np.zeros((d, d), dtype=bool)
     for item in redundant:
         untestable[item.column, :] = True
         untestable[list(item.copies), item.column] = True
+    for prediction in self_predicted:
+        untestable[:, prediction.column] = True
     np.fill_diagonal(untestable, False)
     return untestable
 
 
 def _joint_wald(
-    beta: np.ndarray, cov_unit: np.ndarray, sigma2: np.ndarray, d: int, lags: int
+    beta: np.ndarray, cov_unit: np.ndarray, sigma2: np.ndarray, in_model: np.ndarray
 ) -> np.ndarray:
     """F-statistic (d, t) [source][target] of "all lags of source are zero" for each of the t
-    targets; ``beta`` (d*L, t) has rows (lag-1)*d + source, for the d sources in the model.
+    targets, NaN for a source with no lag in the model; ``in_model`` (L, d) [lag-1][source]
+    says which lags are regressors, and ``beta`` (in_model.sum(), t) has their rows in the
+    order of ``in_model.ravel()``.
 
-    Wald form ``b_S' (V_SS)^{-1} b_S / (L * sigma2)`` with ``V = (Z'Z)^{-1}``: for least squares
-    this is exactly ``((RSS_restricted - RSS) / L) / (RSS / dof)``.
+    Wald form ``b_S' (V_SS)^{-1} b_S / (L_S * sigma2)`` with ``V = (Z'Z)^{-1}`` and ``L_S`` the
+    source's lags in the model: for least squares this is exactly
+    ``((RSS_restricted - RSS) / L_S) / (RSS / dof)``.
     """
-    f = np.empty((d, beta.shape[1]))
-    for j in range(d):
-        rows = np.arange(lags) * d + j
-        block = beta[rows]  # (L, d): source j's coefficients for every target
+    source_of = np.nonzero(in_model)[1]  # the source of each regressor, in design order
+    f = np.full((in_model.shape[1], beta.shape[1]), np.nan)
+    for j in np.unique(source_of):
+        rows = np.flatnonzero(source_of == j)
+        block = beta[rows]  # (L_S, t): source j's coefficients for every target
         quad = np.einsum("ki,kl,li->i", block, np.linalg.inv(cov_unit[np.ix_(rows, rows)]), block)
-        f[j] = quad / (lags * sigma2)
+        f[j] = quad / (rows.size * sigma2)
     return f
 
 
 def _joint_p_by_order(
-    q: np.ndarray, r_inv: np.ndarray, y: np.ndarray, d: int, lags: int
+    q: np.ndarray, r_inv: np.ndarray, y: np.ndarray, in_model: np.ndarray
 ) -> np.ndarray:
     """(lags, d, t) [order - 1][source][target]: p-value of "lags 1..p of source are zero" in the
-    VAR(p) of each order p, fitted on the same rows as the VAR(lags).
+    VAR(p) of each order p, fitted on the same rows as the VAR(lags); 1 for a source with no
+    lag in the model.
 
-    q, r_inv: the QR factor Q (rows, d*lags) and R^{-1} of the centred, scaled lag-major design
-    (columns (lag-1)*d + source), whose leading d*p columns are the VAR(p) design: their QR is
-    the leading block, and so is the inverse of that block of R. y: (rows, t) centred targets.
+    q, r_inv: the QR factor Q (rows, k) and R^{-1} of the centred, scaled lag-major design, the
+    lags that ``in_model`` (lags, d) marks; the leading columns (those of lags 1..p) are the
+    VAR(p) design: their QR is the leading block, and so is the inverse of that block of R.
+    y: (rows, t) centred targets.
     """
     n_rows = q.shape[0]
     qty = q.T @ y
-    out = np.empty((lags, d, y.shape[1]))
-    for p in range(1, lags + 1):
-        m = d * p
+    out = np.empty((in_model.shape[0], in_model.shape[1], y.shape[1]))
+    for p in range(1, in_model.shape[0] + 1):
+        m = int(in_model[:p].sum())
         beta = r_inv[:m, :m] @ qty[:m]
         dof = n_rows - 1 - m
         sigma2 = np.sum((y - q[:, :m] @ qty[:m]) ** 2, axis=0) / dof
         cov_unit = r_inv[:m, :m] @ r_inv[:m, :m].T
-        out[p - 1] = stats.f.sf(_joint_wald(beta, cov_unit, sigma2, d, p), p, dof)
+        f = _joint_wald(beta, cov_unit, sigma2, in_model[:p])
+        p_value = stats.f.sf(f, in_model[:p].sum(axis=0)[:, None], dof)
+        out[p - 1] = np.where(np.isnan(f), 1.0, p_value)
     return out
 
 
@@ -317,27 +354,28 @@ def _check_options(max_lag: int, alpha: float, correction: str) -> None:
     check_correction(correction)
 
 
-def _check_residuals(data: Dataset, rss: np.ndarray, y: np.ndarray) -> None:
-    """DataError for a target its lags predict exactly: with no noise left, tests are undefined."""
+def _check_residuals(data: Dataset, rss: np.ndarray, y: np.ndarray, exempt: np.ndarray) -> None:
+    """DataError for a target its lags predict exactly: with no noise left, tests are undefined.
+    ``exempt`` (d,): targets whose tests are all reported untestable instead."""
     tss = np.sum(y**2, axis=0)
-    for i in np.flatnonzero(rss <= _EXACT_FIT * tss):
+    for i in np.flatnonzero((rss <= EXACT_FIT * tss) & ~exempt):
         raise DataError(
             f"{data.source}: column '{data.variables[i]}' is an exact linear function of the "
             "lagged variables (no noise is left), so Granger tests are undefined for it; drop it"
         )
 
 
-def _check_rank(data: Dataset, r: np.ndarray, n_rows: int, lags: int, kept: np.ndarray) -> None:
+def _check_rank(data: Dataset, r: np.ndarray, n_rows: int, in_model: np.ndarray) -> None:
     """DataError naming the variables behind an exact linear dependence among the regressors,
-    the lags of the variables ``kept``."""
+    the lags that ``in_model`` (lags, d) marks."""
     _, sv, vt = np.linalg.svd(r)
     tol = sv.max() * max(n_rows, r.shape[0]) * np.finfo(float).eps
     null = vt[sv <= tol]
     if null.size == 0:
         return
-    weight = np.abs(null).reshape(null.shape[0], lags, kept.size).max(axis=(0, 1))
-    involved = [data.variables[kept[j]]
-                for j in np.flatnonzero(weight > _NULL_WEIGHT * weight.max())]
+    weight = np.zeros(in_model.shape[1])
+    np.maximum.at(weight, np.nonzero(in_model)[1], np.abs(null).max(axis=0))
+    involved = [data.variables[j] for j in np.flatnonzero(weight > _NULL_WEIGHT * weight.max())]
     names = ", ".join(f"'{name}'" for name in involved)
     raise DataError(
         f"{data.source}: columns {names} are exactly collinear (one is a linear combination of "

@@ -60,7 +60,10 @@ from dynid.causal.common import (
     check_lambda,
     lambda_rule,
     mean_and_standard_error,
+    not_separable,
     one_standard_error,
+    report_self_predicted,
+    self_predicted_columns,
 )
 from dynid.causal.graph import CausalGraph, support_graph
 from dynid.data.dataset import Dataset
@@ -133,7 +136,10 @@ class NeuralGranger(CausalMethod):
     penalty, how much penalty the link survives along the lam path (``_exit_penalty``; in
     Tank et al. the ROC is likewise traced by sweeping lam), which ranks every pair, selected
     or not; ``extra["source_norm"]`` has the norm over lags at the chosen lam. ``alpha`` and
-    ``correction`` are not used.
+    ``correction`` are not used. Self-predicted columns (``common.self_predicted_columns``, e.g.
+    a clean sinusoid): the links that cannot be tested (every link into one, every link from its
+    lags beyond its order) have strength 0 and score 0, with one warning each
+    (``extra["warnings"]``).
     """
 
     name = "neural"
@@ -170,10 +176,14 @@ class NeuralGranger(CausalMethod):
             extra["path"] = fit.path
         if fit.stopped is not None:
             extra["stopped"] = fit.stopped
+        self_predicted = self_predicted_columns(data, lags)
+        untestable = not_separable(self_predicted, data.n_variables, lags)[:, :, 1:]
+        extra.update(report_self_predicted(data, self_predicted))
         cross = ~np.eye(data.n_variables, dtype=bool)[:, :, None]
-        lag_norms = np.where(cross, fit.weight_norm, 0.0)
+        lag_norms = np.where(cross & ~untestable, fit.weight_norm, 0.0)
+        score = np.where(untestable.all(axis=2), 0.0, fit.score)
         return support_graph(data.variables, self.name, lags, settings.alpha, lag_norms,
-                             lag_norms > 0, fit.score, extra)
+                             lag_norms > 0, score, extra)
 
 
 @dataclass(frozen=True)

@@ -3,6 +3,7 @@
 - ``CITestParams``: the options of the conditional-independence test and of PC1 that both
   methods take (``-p key=value``).
 - ``node_matrix``: every variable at lags ``0..depth`` as columns, trials' rows pooled.
+- ``lagged_candidates``: the lagged nodes PC1 starts from.
 - ``pc1``: the PC1 condition selection (tigramite's ``run_pc_stable``), all targets in one batch
   of CI tests per round.
 - ``make_test``, ``check_data``: the CI test asked for, and the data checks.
@@ -21,7 +22,7 @@ from numpy.lib.stride_tricks import sliding_window_view
 
 from dynid.causal.base import CausalSettings
 from dynid.causal.citests import CITest, CMIKnn, ParCorr
-from dynid.causal.common import check_values, check_whole, usable_rows
+from dynid.causal.common import SelfPrediction, check_values, check_whole, usable_rows
 from dynid.data.dataset import Dataset
 from dynid.errors import DataError
 from dynid.params import Hyperparameters, param
@@ -92,6 +93,18 @@ class PC1Result:
     value_at_p_max: list[dict[int, float]]
 
 
+def lagged_candidates(
+    d: int, lags: range, self_predicted: list[SelfPrediction]
+) -> list[int]:
+    """The nodes ``lag * d + i`` of every variable at ``lags``, in tigramite's order (variable,
+    then lag), but for self-predicted columns' lags beyond their order: those are combinations of
+    its first lags, so as candidates they would let PC1 drop each of its lags given the others,
+    one after another, until none is left."""
+    beyond = {lag * d + item.column
+              for item in self_predicted for lag in lags if lag > item.order}
+    return [lag * d + i for i in range(d) for lag in lags if lag * d + i not in beyond]
+
+
 def pc1(
     test: CITest,
     d: int,
@@ -99,8 +112,12 @@ def pc1(
     pc_alpha: float,
     max_conds_dim: int,
     max_combinations: int,
+    exogenous: frozenset[int] = frozenset(),
 ) -> PC1Result:
     """PC1 parents of each target node ``j = 0..d-1`` among ``candidates`` (lagged nodes).
+
+    Targets in ``exogenous`` (self-predicted columns: their past determines them, so as a
+    source's conditions in MCI it would leave nothing to test) get no parents and no tests.
 
     In round ``k = 0, 1, ...`` each remaining candidate is tested against the target given the
     first ``max_combinations`` size-``k`` subsets (lexicographic) of the other remaining
@@ -111,7 +128,7 @@ def pc1(
     candidates in one ``test.run`` call.
     """
     position = {node: k for k, node in enumerate(candidates)}
-    parents = [list(candidates) for _ in range(d)]
+    parents = [[] if j in exogenous else list(candidates) for j in range(d)]
     val_min: list[dict[int, float]] = [{} for _ in range(d)]
     p_max: list[dict[int, float]] = [{} for _ in range(d)]
     value_at_p_max: list[dict[int, float]] = [{} for _ in range(d)]

@@ -28,13 +28,20 @@ import numpy as np
 
 from dynid.causal.base import CausalMethod, CausalSettings
 from dynid.causal.citests import CITest
-from dynid.causal.common import check_columns_after_lags, check_whole
+from dynid.causal.common import (
+    check_columns_after_lags,
+    check_whole,
+    not_separable,
+    report_self_predicted,
+    self_predicted_columns,
+)
 from dynid.causal.fdr import adjust_pvalues
 from dynid.causal.graph import CausalGraph, lagged_edges, pair_scores
 from dynid.causal.pc import (
     CITestParams,
     check_data,
     check_pc_alpha,
+    lagged_candidates,
     make_test,
     node_matrix,
     pc1,
@@ -102,6 +109,14 @@ def pcmci(data: Dataset, params: PCMCIParams, settings: CausalSettings) -> Causa
     (d, d, max_lag + 1), ``[source][target][lag]``, the MCI statistics and raw p-values of every
     tested link, self-links (the diagonal) included; untested lags (< tau_min) are NaN.
 
+    Self-predicted columns (``common.self_predicted_columns``, e.g. a clean sinusoid, exactly a
+    linear function of its own last ``order`` values) are not candidates at lags beyond
+    ``order`` and have no parents (nothing to condition on: they are exogenous drivers); the
+    links that cannot be tested (every link into one, every link from its lags beyond ``order``)
+    have ``p_value`` 1, ``strength`` 0 (also in ``val_matrix`` / ``p_matrix``), outside the
+    correction's family, with one warning each (``extra["warnings"]``, ``extra["self_predicted"]``
+    lists ``{"column", "order"}``).
+
     Raises UsageError if ``tau_min > max_lag``, DataError for data that cannot be tested (missing
     values, constant columns, too few samples, irregular sampling).
     """
@@ -114,13 +129,16 @@ def pcmci(data: Dataset, params: PCMCIParams, settings: CausalSettings) -> Causa
     columns = node_matrix([trial.x for trial in data.trials], 2 * max_lag)
     check_columns_after_lags(data, columns, 2 * max_lag)
     test = make_test(columns, params, settings)
+    self_predicted = self_predicted_columns(data, max_lag, test.exact_fit)
+    untestable = not_separable(self_predicted, d, max_lag)
 
-    candidates = [lag * d + i for i in range(d) for lag in lags]  # tigramite's order
+    candidates = lagged_candidates(d, lags, self_predicted)
     max_conds = d * len(lags) if params.max_conds_dim is None else params.max_conds_dim
     steps = Steps(settings.training.progress, 2)
     steps.start("pcmci: PC1 condition selection")
     parents = pc1(
-        test, d, candidates, params.pc_alpha, max_conds, params.max_combinations
+        test, d, candidates, params.pc_alpha, max_conds, params.max_combinations,
+        frozenset(item.column for item in self_predicted),
     ).parents
     steps.finish("pcmci: PC1 condition selection")
     steps.start("pcmci: MCI tests")
@@ -129,8 +147,11 @@ def pcmci(data: Dataset, params: PCMCIParams, settings: CausalSettings) -> Causa
 
     off_diagonal = ~np.eye(d, dtype=bool)
     cross = off_diagonal[:, :, None] & (np.arange(max_lag + 1) >= params.tau_min)
-    p_adj = np.full_like(p_raw, np.nan)
-    p_adj[cross] = adjust_pvalues(p_raw[cross], settings.correction)  # type: ignore[arg-type]
+    untestable &= cross
+    val[untestable], p_raw[untestable] = 0.0, 1.0
+    tested = cross & ~untestable
+    p_adj = np.where(untestable, 1.0, np.nan)
+    p_adj[tested] = adjust_pvalues(p_raw[tested], settings.correction)  # type: ignore[arg-type]
     significant = cross & (np.nan_to_num(p_adj, nan=1.0) <= settings.alpha)
 
     names = data.variables
@@ -159,6 +180,7 @@ def pcmci(data: Dataset, params: PCMCIParams, settings: CausalSettings) -> Causa
             },
             "val_matrix": val,
             "p_matrix": p_raw,
+            **report_self_predicted(data, self_predicted),
         },
     )
 

@@ -31,7 +31,12 @@ import numpy as np
 
 from dynid.causal.base import CausalMethod, CausalSettings
 from dynid.causal.citests import CITest
-from dynid.causal.common import check_columns_after_lags
+from dynid.causal.common import (
+    check_columns_after_lags,
+    not_separable,
+    report_self_predicted,
+    self_predicted_columns,
+)
 from dynid.causal.graph import CausalGraph, Edge, P_FLOOR
 from dynid.causal.orientation import (
     COLLIDER_RULES,
@@ -40,7 +45,15 @@ from dynid.causal.orientation import (
     apply_rules,
     orient_colliders,
 )
-from dynid.causal.pc import PC1Result, CITestParams, check_data, make_test, node_matrix, pc1
+from dynid.causal.pc import (
+    PC1Result,
+    CITestParams,
+    check_data,
+    lagged_candidates,
+    make_test,
+    node_matrix,
+    pc1,
+)
 from dynid.data.dataset import Dataset
 from dynid.params import param
 from dynid.runtime import Steps
@@ -145,6 +158,12 @@ def pcmciplus(data: Dataset, params: PCMCIPlusParams, settings: CausalSettings) 
     ``p_matrix`` (tigramite's), ``ambiguous_triples`` (``{"source", "lag", "middle",
     "target"}``).
 
+    Self-predicted columns (``common.self_predicted_columns``, e.g. a clean sinusoid) are handled
+    as in ``pcmci``: not candidates at lags beyond their order, no parents; the links that cannot
+    be tested (every link into one, every link from one at lag 0, where its value is a
+    combination of its lags 1..order, or beyond its order) are absent with ``p_value`` 1,
+    ``strength`` 0; one warning each (``extra["warnings"]``, ``extra["self_predicted"]``).
+
     Raises DataError for data that cannot be tested.
     """
     max_lag, d = settings.max_lag, data.n_variables
@@ -154,12 +173,15 @@ def pcmciplus(data: Dataset, params: PCMCIPlusParams, settings: CausalSettings) 
     check_columns_after_lags(data, columns, 2 * max_lag)
     test = make_test(columns, params, settings)
     alpha = float(settings.alpha)
+    self_predicted = self_predicted_columns(data, max_lag, test.exact_fit)
+    untestable = not_separable(self_predicted, d, max_lag)
 
     steps = Steps(settings.training.progress, 3)
     steps.start("pcmciplus: PC1 condition selection")
-    candidates = [lag * d + i for i in range(d) for lag in range(1, max_lag + 1)]
+    candidates = lagged_candidates(d, range(1, max_lag + 1), self_predicted)
     max_conds = d * max_lag if params.max_conds_dim is None else params.max_conds_dim
-    selected = pc1(test, d, candidates, alpha, max_conds, params.max_combinations)
+    selected = pc1(test, d, candidates, alpha, max_conds, params.max_combinations,
+                   frozenset(item.column for item in self_predicted))
     parents = [[(q % d, q // d) for q in selected.parents[j]] for j in range(d)]
     steps.finish("pcmciplus: PC1 condition selection")
 
@@ -185,6 +207,7 @@ def pcmciplus(data: Dataset, params: PCMCIPlusParams, settings: CausalSettings) 
     steps.finish("pcmciplus: orientation")
 
     p, value = _final_matrices(skeleton, selected, d, max_lag)
+    graph[untestable], p[untestable], value[untestable] = "", 1.0, 0.0
     names = data.variables
     edges = _edges(names, graph, p, value, alpha)
     evidence = np.where(graph == "<--", 1.0, p)  # a lag-0 link oriented t -> s is no evidence of s -> t
@@ -223,6 +246,7 @@ def pcmciplus(data: Dataset, params: PCMCIPlusParams, settings: CausalSettings) 
                 {"source": names[i], "lag": int(lag), "middle": names[k], "target": names[j]}
                 for (i, lag), k, j in ambiguous
             ],
+            **report_self_predicted(data, self_predicted),
         },
     )
 

@@ -51,10 +51,14 @@ import numpy as np
 
 from dynid.causal.base import CausalMethod, CausalSettings
 from dynid.causal.common import (
+    SelfPrediction,
     check_series,
     check_whole,
     default_permutations,
     lone_link_can_pass,
+    not_separable,
+    report_self_predicted,
+    self_predicted_columns,
     usable_rows,
 )
 from dynid.causal.fdr import adjust_pvalues
@@ -142,15 +146,17 @@ class TransferEntropy(CausalMethod):
                 "or more trials, a smaller --max-lag or -p history, or a smaller -p k"
             ),
         )
-        n_tests = d * (d - 1) * lags
+        self_predicted = self_predicted_columns(data, lags)
+        untestable = not_separable(self_predicted, d, lags)
+        # (source, target, lag - 1) of every test
+        links = [(j, i, lag - 1) for i in range(d) for j in range(d) if j != i
+                 for lag in range(1, lags + 1) if not untestable[j, i, lag]]
+        n_tests = len(links)
         n_perm = params.n_permutations or default_permutations(
             n_tests, settings.alpha, settings.correction
         )
         problem = _Problem(lagged_rows(data, start, start), params,
                            int(np.random.SeedSequence(settings.seed).entropy))
-        # (source, target, lag - 1) of every test
-        links = [(j, i, lag - 1) for i in range(d) for j in range(d) if j != i
-                 for lag in range(1, lags + 1)]
         workers = params.workers or (
             min(default_workers(), d) if n_tests * rows >= _POOL_WORK else 1)
         steps = Steps(settings.training.progress, 2)
@@ -175,7 +181,7 @@ class TransferEntropy(CausalMethod):
         p_raw[source, target, slot], permutations[source, target, slot] = p_tests, n_done
         normal_null[source, target, slot] = fitted
         return lagged_graph(
-            data, settings, method="te", strength=te, p_raw=p_raw,
+            data, settings, method="te", strength=te, p_raw=p_raw, self_predicted=self_predicted,
             extra={
                 "strength_kind": "transfer_entropy_nats",
                 "n_rows": int(rows),
@@ -324,24 +330,35 @@ def lagged_rows(data: Dataset, start: int, lags: int) -> list[np.ndarray]:
 
 def lagged_graph(
     data: Dataset, settings: CausalSettings, *, method: str, strength: np.ndarray,
-    p_raw: np.ndarray, extra: dict,
+    p_raw: np.ndarray, self_predicted: list[SelfPrediction], extra: dict,
 ) -> CausalGraph:
     """The CausalGraph of per-(source, target, lag) tests.
 
-    strength, p_raw: (d, d, max_lag) ``[source][target][lag - 1]``, diagonal unused. p-values are
-    adjusted over all off-diagonal entries; ``score_matrix`` is ``-log10`` of each pair's smallest
-    adjusted p-value.
+    strength (d, d, L >= max_lag; lags past max_lag are not edges), p_raw (d, d, max_lag):
+    ``[source][target][lag - 1]``, diagonal unused. p-values are
+    adjusted over all off-diagonal entries but the links that ``self_predicted`` columns leave
+    untestable (``common.not_separable``): those get p-value 1 (raw and adjusted) and strength
+    0 (set in ``strength`` and ``p_raw`` in place, so the same arrays in ``extra`` agree), with
+    one warning per column (``extra["warnings"]``, ``extra["self_predicted"]``).
+    ``score_matrix`` is ``-log10`` of each pair's smallest adjusted p-value.
     """
     d, lags = data.n_variables, settings.max_lag
-    cross = ~np.eye(d, dtype=bool)
-    p_adj = np.full_like(p_raw, np.nan)
-    p_adj[cross] = adjust_pvalues(p_raw[cross], settings.correction)  # type: ignore[arg-type]
-    significant = cross[:, :, None] & (np.nan_to_num(p_adj, nan=1.0) <= settings.alpha)
+    untestable = not_separable(self_predicted, d, lags)[:, :, 1:]
+    # strength may hold more lags (up to the history), which are not edges.
+    strength[:, :, :lags][untestable], p_raw[untestable] = 0.0, 1.0
+    tested = ~np.eye(d, dtype=bool)[:, :, None] & ~untestable
+    p_adj = np.where(untestable, 1.0, np.nan)
+    p_adj[tested] = adjust_pvalues(p_raw[tested], settings.correction)  # type: ignore[arg-type]
+    significant = tested & (np.nan_to_num(p_adj, nan=1.0) <= settings.alpha)
     names = data.variables
     edges = lagged_edges(names, strength, p_adj, significant, range(1, lags + 1))
     score = pair_scores(p_adj)
     return CausalGraph(
         variables=names, method=method, max_lag=lags, alpha=settings.alpha, edges=edges,
         score_matrix=score, adjacency=significant.any(axis=2),
-        extra={"correction": settings.correction, **extra},
+        extra={
+            "correction": settings.correction,
+            **extra,
+            **report_self_predicted(data, self_predicted),
+        },
     )
