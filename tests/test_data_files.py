@@ -6,6 +6,7 @@ the frame it came from: names, values, times and the notes that say what was int
 
 import io
 import json
+import re
 import warnings
 
 import h5py
@@ -144,6 +145,47 @@ def test_rows_wider_than_the_header_are_an_error(tmp_path):
     path.write_text("x,y\n1,2,3\n4,5,6\n")  # pandas would silently make the first column an index
     with pytest.raises(DataError, match="rows have up to 3 fields"):
         load(str(path))
+
+
+def test_file_without_a_header_is_refused_not_read_as_names(tmp_path):
+    frame = pd.DataFrame({"t": np.arange(N) * DT, "x": np.sin(np.arange(N)), "y": np.cos(np.arange(N))})
+    frame.to_csv(tmp_path / "d.csv", index=False, header=False)
+    frame.to_csv(tmp_path / "excel.csv", index=False, header=False, sep=";", decimal=",")
+    np.savetxt(tmp_path / "saved.txt", frame.to_numpy())  # numpy's default: no header, spaces
+    for name in ("d.csv", "excel.csv", "saved.txt"):
+        with pytest.raises(DataError, match="the file has no header"):
+            load(str(tmp_path / name))
+    with pytest.raises(DataError, match="no header"):
+        load("-", stdin=io.BytesIO((tmp_path / "d.csv").read_bytes()))
+
+
+def test_pandas_default_integer_names_are_a_header(tmp_path):
+    values = np.column_stack([np.sin(np.arange(N)), np.cos(np.arange(N))])
+    pd.DataFrame(values).to_csv(tmp_path / "plain.csv", index=False)  # header "0,1"
+    pd.DataFrame(values).to_csv(tmp_path / "indexed.csv")  # header ",0,1"
+    for name in ("plain.csv", "indexed.csv"):
+        data = load(str(tmp_path / name))
+        assert data.variables == ("0", "1")
+        np.testing.assert_array_equal(data.trials[0].x, values)
+
+
+@pytest.mark.parametrize("clock", ["seconds", "Time_s", "index", "elapsed (ms)", "sample"])
+def test_an_increasing_column_named_like_time_is_not_a_state(tmp_path, clock):
+    frame = pd.DataFrame({"x": np.sin(np.arange(N)), "y": np.cos(np.arange(N))})
+    frame.insert(0, clock, np.arange(N) * DT)
+    frame.to_csv(tmp_path / "d.csv", index=False)
+    with pytest.raises(DataError, match=f"column '{re.escape(clock)}' is named like a time"):
+        load(str(tmp_path / "d.csv"))
+    timed = load(str(tmp_path / "d.csv"), time_column=clock)
+    assert timed.variables == ("x", "y") and timed.dt == pytest.approx(DT, rel=1e-12)
+    chosen = load(str(tmp_path / "d.csv"), columns=[clock, "x"])  # named, it is a state
+    assert chosen.variables == (clock, "x")
+
+
+def test_a_state_named_like_time_that_does_not_increase_is_kept(tmp_path):
+    frame = pd.DataFrame({"t": np.arange(N) * DT, "step": np.sin(np.arange(N)), "x": np.cos(np.arange(N))})
+    frame.to_csv(tmp_path / "d.csv", index=False)
+    assert load(str(tmp_path / "d.csv")).variables == ("step", "x")
 
 
 def test_text_columns_are_named_in_a_note(tmp_path):
@@ -333,6 +375,21 @@ def test_dt_attribute_on_a_2d_dataset(tmp_path):
     assert data.dt == 0.01 and data.trials[0].t[-1] == pytest.approx((N - 1) * 0.01)
     forced = load(str(path), dt=0.02)
     assert forced.dt == 0.02 and "overrides the file's dt attribute" in _notes(forced)
+
+
+def test_2d_dataset_stored_variables_by_samples_is_refused(tmp_path):
+    path = tmp_path / "d.h5"
+    values = np.column_stack([np.sin(np.arange(N)), np.cos(np.arange(N)), np.arange(N) ** 0.5])
+    with h5py.File(path, "w") as handle:
+        handle["bare"] = values.T  # numpy's (variables, samples), as MATLAB writes too
+        named = handle.create_dataset("named", data=values.T)
+        named.attrs["columns"] = ["a", "b", "c"]
+        handle["right"] = values
+    with pytest.raises(DataError, match=r"shape \(3, 40\) would be 3 samples of 40 variables"):
+        load(f"{path}:/bare")
+    with pytest.raises(DataError, match="rows look like the variables: store the transpose"):
+        load(f"{path}:/named")
+    np.testing.assert_array_equal(load(f"{path}:/right").trials[0].x, values)
 
 
 def test_iso8601_time_dataset_in_hdf5(tmp_path):

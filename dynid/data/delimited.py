@@ -28,6 +28,9 @@ _SNIFF_BYTES = 1 << 16
 _SNIFF_LINES = 50
 _DECIMAL_COMMA = re.compile(r"^[+-]?\d*,\d+(?:[eE][+-]?\d+)?$")
 _DECIMAL_POINT = re.compile(r"^[+-]?\d*\.\d+(?:[eE][+-]?\d+)?$")
+# A line of numbers and delimiters only, whatever the delimiter and decimal mark (a header-less
+# "0,5;1,25" splits on commas as consistently as on semicolons); "nan" and "inf" may be names.
+_NUMBERS_LINE = re.compile(r"^[\s\d.,;|+eE-]*\d[\s\d.,;|+eE-]*$")
 # pandas' name for the empty header that ``DataFrame.to_csv()`` writes above its index.
 _PANDAS_UNNAMED = re.compile(r"^Unnamed: 0$|^$")
 
@@ -91,6 +94,7 @@ def sniff_format(
         if sep != default_sep:
             notes.append(f"{name}: columns separated by {SEPARATOR_NAMES[sep]} (sniffed; force with --sep)")
     _check_widths(lines, sep, name)
+    _check_header(lines[0], sep, name)  # before the names' check: a row of numbers may repeat one
     check_unique_names((field.strip() for field in _fields(lines[0], sep)), name)
     if decimal is None:
         decimal = _sniff_decimal(lines[1:], sep, name)
@@ -193,6 +197,22 @@ def _check_widths(lines: list[str], sep: str, name: str) -> None:
         raise DataError(
             f"{name}: rows have up to {widest} fields separated by {SEPARATOR_NAMES[sep]}, "
             f"the header {header_width}; fix the file or give --sep"
+        )
+
+
+def _check_header(header: str, sep: str, name: str) -> None:
+    """DataError when the first line holds only numbers: a file written without a header
+    (``to_csv(header=False)``, ``np.savetxt``), whose first row would silently become the
+    column names. Names 0, 1, ... (pandas' default for a frame built from an array) or 1, 2, ...
+    are a header."""
+    fields = [field.strip() for field in _fields(header, sep)]
+    names = fields[1:] if fields and not fields[0] else fields  # to_csv's empty name above its index
+    numbered = names in ([str(i) for i in range(len(names))], [str(i + 1) for i in range(len(names))])
+    if _NUMBERS_LINE.match(header) and not numbered:
+        shown = header.strip() if len(header.strip()) <= 40 else header.strip()[:40] + "..."
+        raise DataError(
+            f"{name}: the first line ({shown}) holds numbers, not column names: the file has no "
+            "header; add a first line naming the columns (e.g. t,x,y)"
         )
 
 

@@ -107,9 +107,19 @@ def _matrix_trial(path: str, dataset, parent, wanted: set[str] | None) -> Table:
         raise DataError(f"{where}: expected a 2-D dataset (samples x variables), got {dataset.ndim}-D{PDE_HINT}")
     if dataset.dtype.kind not in "fiu":
         raise DataError(f"{where}: dataset is not numeric")
-    names = _names(dataset.attrs.get("columns"), [f"x{i}" for i in range(dataset.shape[1])], where)
-    if len(names) != dataset.shape[1]:
-        raise DataError(f"{where}: attribute 'columns' names {len(names)} columns, data has {dataset.shape[1]}")
+    n_rows, n_columns = dataset.shape
+    attribute = dataset.attrs.get("columns")
+    if attribute is None and n_rows < n_columns:
+        # Arrays written variables x samples (MATLAB, or numpy without a transpose) look so.
+        raise DataError(
+            f"{where}: shape {dataset.shape} would be {n_rows} samples of {n_columns} variables "
+            "(rows are samples); if the rows are variables, store the transpose, else name the "
+            "variables in a 'columns' attribute"
+        )
+    names = _names(attribute, [f"x{i}" for i in range(n_columns)], where)
+    if len(names) != n_columns:
+        transposed = "; the rows look like the variables: store the transpose" if len(names) == n_rows else ""
+        raise DataError(f"{where}: attribute 'columns' names {len(names)} columns, data has {n_columns}{transposed}")
     keep = [i for i, name in enumerate(names) if wanted is None or _is_wanted(name, wanted)]
     # h5py reads a column selection (increasing indices) without loading the rest.
     values = np.asarray(dataset[:, keep] if len(keep) < len(names) else dataset[()], dtype=float)

@@ -14,7 +14,7 @@ from dynid.data.dataset import Dataset, Trial, common_step
 from dynid.data.delimited import parse_decimal, parse_sep
 from dynid.data.readers import read_tables
 from dynid.data.table import Table
-from dynid.data.times import AUTO_TIME_NAMES, DATETIME_TIME_NAMES, TimeAxis, is_time_name, split_unit
+from dynid.data.times import AUTO_TIME_NAMES, DATETIME_TIME_NAMES, TimeAxis, is_clock_name, is_time_name, split_unit
 from dynid.errors import DataError, UsageError
 
 NanPolicy = Literal["split", "error", "drop", "interpolate", "keep"]
@@ -139,6 +139,7 @@ def resolve_roles(
             notes.append(f"{source}: non-numeric column(s) ignored: {', '.join(map(repr, ignored))}")
         if table.index is not None and table.index != time:
             notes.append(f"{source}: pandas index column {table.index!r} dropped")
+        _refuse_clock_states(table, source, states)
     overlap = set(states) & ({time} | set(input_names))
     if overlap:
         raise UsageError(f"column {sorted(overlap)[0]!r} is given two roles (state and time/input)")
@@ -147,6 +148,21 @@ def resolve_roles(
     if not states:
         raise DataError(f"{source}: no numeric state columns")
     return Roles(time, states, input_names)
+
+
+def _refuse_clock_states(table: Table, source: str, states: list[str]) -> None:
+    """DataError for a column chosen as a state by default that is named like a time or sample
+    index (``seconds``, ``time_s``, ``index`` from ``reset_index()``) and increases every row:
+    as a state it would be a ramp the model has to learn, and the real time axis would be lost."""
+    for name in states:
+        values = np.asarray(table.columns[name], dtype=float)
+        values = values[~np.isnan(values)]
+        if is_clock_name(name) and values.size >= 3 and bool(np.all(np.diff(values) > 0)):
+            raise DataError(
+                f"{source}: column {name!r} is named like a time or sample index and increases every "
+                f"row, so it is not taken as a state; give --time-column {name!r} if it is the time, "
+                "or choose the states with --columns"
+            )
 
 
 def _find(table: Table, source: str, name: str, option: str, exact: bool = False) -> str:
