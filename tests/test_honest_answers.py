@@ -99,6 +99,34 @@ def test_forecast_that_diverges_fails_with_the_step():
     assert "diverged" in str(caught.value)
 
 
+def growing_lds():
+    """A one-state linear-Gaussian model z' = 1.5 z + noise, x = z: its mean overflows after
+    about 1750 steps (1.5**1750 > 1.8e308), its variance (1.5**2 per step) after about 875."""
+    from dynid.models.latent.lds import LDS, LDSParams
+
+    one = np.ones((1, 1))
+    arrays = {
+        "A": 1.5 * one, "B": np.zeros((1, 0)), "Q": 0.01 * one, "C": one, "D": np.zeros((1, 0)),
+        "offset": np.zeros(1), "R": np.full(1, 0.01), "initial_mean": np.zeros(1), "initial_cov": one,
+        "eigenvalues": np.array([1.5 + 0j]), "continuous_eigenvalues": np.array([np.log(1.5) / 0.01 + 0j]),
+        "log_likelihood": np.zeros(1),
+    }
+    return LDS.restore(LDSParams(latent="1"), arrays, variables=("x",), inputs=(), dt=0.01)
+
+
+@pytest.mark.parametrize("options", [{"interval": 0.9}, {"sample": True, "seed": 1}])
+def test_forecast_interval_or_sample_that_diverges_fails_with_the_step(options):
+    t = np.arange(50) * 0.01
+    data = Dataset.from_arrays(np.ones((50, 1)), t=t, variables=["x"])
+    with np.errstate(over="ignore", invalid="ignore"):
+        with pytest.raises(Diverged) as caught:
+            api.forecast(growing_lds(), data, horizon=3000, **options)
+        assert 800 <= caught.value.step <= 1800
+        assert "diverged" in str(caught.value)
+        finite = api.forecast(growing_lds(), data, horizon=100, **options)
+    assert np.isfinite(finite.x).all()
+
+
 def test_valid_prediction_time_censored_at_the_horizon(tmp_path, cli):
     model = fitted_decay(tmp_path, cli)
     data = decay_csv(tmp_path / "again.csv")
