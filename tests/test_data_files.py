@@ -443,3 +443,16 @@ def test_cli_fit_forecast_score_report_keep_names_and_time(tmp_path, cli):
     assert report.returncode == 0, report.stderr.decode()
     bad = cli("fit", data, "--model", "dmd", "--columns", '"flow, l/s', "-o", tmp_path / "x.dynid")
     assert bad.returncode == 2
+
+
+def test_written_numbers_are_the_shortest_that_read_back_exactly(tmp_path):
+    from dynid.data.writers import write_table
+
+    t = 4.0 + np.array([1.0, 2.0]) * 0.01  # 4.01, 4.0200000000000005 as floats
+    values = np.array([[0.1, 1 / 3], [-2.5e-300, np.pi]])
+    write_table(str(tmp_path / "f.csv"), "t", t, ("a", "b"), values)
+    lines = (tmp_path / "f.csv").read_text().splitlines()
+    assert lines[1] == "4.01,0.1,0.3333333333333333"  # not 4.0099999999999998,0.10000000000000001,...
+    back = load(str(tmp_path / "f.csv"))
+    np.testing.assert_array_equal(back.trials[0].t, t)
+    np.testing.assert_array_equal(back.trials[0].x, values)
