@@ -188,6 +188,20 @@ def test_a_state_named_like_time_that_does_not_increase_is_kept(tmp_path):
     assert load(str(tmp_path / "d.csv")).variables == ("step", "x")
 
 
+@pytest.mark.parametrize("token", ["-", "?", "n.a.", "--"])
+def test_a_stray_text_cell_in_a_numeric_column_is_named_not_dropped_with_the_column(tmp_path, token):
+    frame = _frame().astype(object)
+    frame.loc[7, "pressure (bar)"] = token  # row 8 of the data
+    frame.to_csv(tmp_path / "d.csv", index=False)
+    frame.to_csv(tmp_path / "excel.csv", index=False, sep=";", decimal=",")
+    for name in ("d.csv", "excel.csv"):
+        with pytest.raises(DataError, match=rf"column 'pressure \(bar\)' holds numbers but '{re.escape(token)}' at row 8"):
+            load(str(tmp_path / name))
+        with pytest.raises(DataError, match="at row 8"):
+            load(str(tmp_path / name), columns=["pressure (bar)"])
+    assert load(str(tmp_path / "d.csv"), columns=["température"]).variables == ("température",)
+
+
 def test_text_columns_are_named_in_a_note(tmp_path):
     frame = pd.DataFrame({"x": np.arange(N) * 1.0, "site": ["a"] * N, "ok": [True] * N})
     frame.to_csv(tmp_path / "d.csv", index=False)

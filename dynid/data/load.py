@@ -117,6 +117,7 @@ def resolve_roles(
 
     def require(name: str, option: str) -> str:
         name = find(name, option)
+        _refuse_stray_text(table, source, name)
         if table.kind(name) != "number":
             what = "a date-time column (only the time column may be)" if table.kind(name) == "datetime" else "not numeric"
             raise DataError(f"{source}: column {name!r} is {what}")
@@ -134,6 +135,8 @@ def resolve_roles(
         excluded = {time, trial_column, table.index, *input_names}
         states = [c for c in available if table.kind(c) == "number" and c not in excluded]
         ignored = [c for c in available if table.kind(c) != "number" and c not in excluded]
+        for name in ignored:
+            _refuse_stray_text(table, source, name)
         ignored += list(table.unreadable)
         if ignored:
             notes.append(f"{source}: non-numeric column(s) ignored: {', '.join(map(repr, ignored))}")
@@ -148,6 +151,28 @@ def resolve_roles(
     if not states:
         raise DataError(f"{source}: no numeric state columns")
     return Roles(time, states, input_names)
+
+
+def _refuse_stray_text(table: Table, source: str, name: str) -> None:
+    """DataError for a text column that is mostly numbers: a few cells such as ``-``, ``?`` or
+    ``n.a.`` made the reader keep it as text, and it would be left out of the states (or refused
+    as not numeric) without saying where. Names the first such cell."""
+    import pandas as pd
+
+    values = table.columns[name]
+    if values.dtype != object:
+        return
+    text = pd.Series(values, dtype=object)
+    present = text.notna() & (text.astype(str).str.strip() != "")
+    # Either decimal mark: a decimal-comma file's numbers stay text in a column that is text.
+    numbers = pd.to_numeric(text.astype(str).str.strip().str.replace(",", ".", regex=False), errors="coerce").notna()
+    strays = present & ~numbers
+    if strays.any() and numbers.sum() > strays.sum():
+        row = int(np.flatnonzero(strays.to_numpy())[0])
+        raise DataError(
+            f"{source}: column {name!r} holds numbers but {str(values[row]).strip()!r} at row {row + 1}; "
+            "leave missing values empty or write NA or NaN (or choose the states with --columns)"
+        )
 
 
 def _refuse_clock_states(table: Table, source: str, states: list[str]) -> None:
