@@ -159,6 +159,24 @@ def test_file_without_a_header_is_refused_not_read_as_names(tmp_path):
         load("-", stdin=io.BytesIO((tmp_path / "d.csv").read_bytes()))
 
 
+def test_comment_lines_above_the_header_and_np_savetxt_headers(tmp_path):
+    frame = pd.DataFrame({"t": np.arange(N) * DT, "x": np.sin(np.arange(N)), "y": np.cos(np.arange(N))})
+    values = frame[["x", "y"]].to_numpy()
+    np.savetxt(tmp_path / "saved.csv", frame.to_numpy(), delimiter=",", header="t,x,y")  # "# t,x,y"
+    np.savetxt(tmp_path / "saved.txt", frame.to_numpy(), header="t x y")
+    logger = "# logger 1.2\r\n\r\n# sampled at 4 Hz\r\n" + frame.to_csv(index=False, lineterminator="\r\n")
+    (tmp_path / "logger.csv").write_text(logger, newline="")
+    for name, note in (("saved.csv", "comment line '# t,x,y'"), ("saved.txt", "comment line '# t x y'"),
+                       ("logger.csv", "skipped 2 comment line(s)")):
+        data = load(str(tmp_path / name))
+        assert data.variables == ("x", "y") and data.time_column == "t", name
+        assert data.dt == pytest.approx(DT, rel=1e-12)
+        np.testing.assert_array_equal(data.trials[0].x, values)
+        assert note in _notes(data)
+    piped = load("-", stdin=io.BytesIO((tmp_path / "saved.csv").read_bytes()))
+    assert piped.fingerprint() == load(str(tmp_path / "saved.csv")).fingerprint()
+
+
 def test_pandas_default_integer_names_are_a_header(tmp_path):
     values = np.column_stack([np.sin(np.arange(N)), np.cos(np.arange(N))])
     pd.DataFrame(values).to_csv(tmp_path / "plain.csv", index=False)  # header "0,1"

@@ -42,6 +42,16 @@ class Format:
     sep: str
     decimal: str = "."
     encoding: str = "utf-8"
+    # Leading lines to skip (comments starting with '#'), and the column names when the header
+    # is the last of them (``np.savetxt(..., header="t,x")`` writes "# t,x"), else None.
+    skip: int = 0
+    names: tuple[str, ...] | None = None
+
+    def read_options(self) -> dict[str, object]:
+        """The pandas ``read_csv`` options for the header and the lines to skip."""
+        if self.names is None:
+            return {"skiprows": self.skip}
+        return {"skiprows": self.skip, "header": None, "names": list(self.names)}
 
 
 def parse_sep(text: str | None) -> str | None:
@@ -84,11 +94,20 @@ def sniff_format(
         encoding = "cp1252"
         text = head.decode(encoding, errors="replace")
         notes.append(f"{name}: not UTF-8; read as Windows-1252 (cp1252)")
-    lines = [line for line in text.splitlines()[: _SNIFF_LINES + 1] if line.strip()]
+    raw = text.splitlines()
+    skip = _comment_lines(raw)
+    comments = [line.strip().lstrip("#").strip() for line in raw[:skip] if line.strip()]
+    lines = [line for line in raw[skip : skip + _SNIFF_LINES + 1] if line.strip()]
     if len(head) == _SNIFF_BYTES and len(lines) > 1:
         lines = lines[:-1]  # the last line may be cut
     if not lines:
-        raise DataError(f"{name}: empty file")
+        raise DataError(f"{name}: empty file" if not skip else f"{name}: only comment lines")
+    header_commented = bool(comments) and bool(_NUMBERS_LINE.match(lines[0]))
+    if header_commented:
+        lines = [comments[-1], *lines]
+        notes.append(f"{name}: column names from the comment line '# {comments[-1]}' (as np.savetxt writes them)")
+    elif comments:
+        notes.append(f"{name}: skipped {len(comments)} comment line(s) starting with '#' above the header")
     if sep is None:
         sep = _sniff_sep(lines, default_sep, name)
         if sep != default_sep:
@@ -100,7 +119,19 @@ def sniff_format(
         decimal = _sniff_decimal(lines[1:], sep, name)
         if decimal == ",":
             notes.append(f"{name}: decimal comma (sniffed; force with --decimal)")
-    return Format(sep, decimal, encoding), notes
+    names = tuple(field.strip() for field in _fields(lines[0], sep)) if header_commented else None
+    return Format(sep, decimal, encoding, skip, names), notes
+
+
+def _comment_lines(lines: list[str]) -> int:
+    """How many of the first ``lines`` are comments (starting with '#') or blank, up to the
+    first other line (the header, or data when the header is the last comment)."""
+    count = 0
+    for line in lines:
+        if line.strip() and not line.lstrip().startswith("#"):
+            return count
+        count += 1
+    return count
 
 
 def read_delimited_chunks(path: str, fmt: Format, rows: int) -> Iterator[Table]:
@@ -111,7 +142,7 @@ def read_delimited_chunks(path: str, fmt: Format, rows: int) -> Iterator[Table]:
 
     try:
         reader = pd.read_csv(path, sep=fmt.sep, decimal=fmt.decimal, encoding=fmt.encoding, engine="c",
-                             index_col=False, chunksize=rows)
+                             index_col=False, chunksize=rows, **fmt.read_options())
         with reader:
             for frame in reader:
                 yield _to_table(frame, path)
@@ -232,7 +263,8 @@ def _parse(source: str | io.BytesIO, name: str, fmt: Format):  # type: ignore[no
     import pandas as pd
 
     kind = "TSV" if fmt.sep == "\t" else "CSV"
-    if fmt.sep != WHITESPACE and fmt.decimal == "." and fmt.encoding.startswith("utf-8"):
+    plain = fmt.skip == 0 and fmt.names is None
+    if plain and fmt.sep != WHITESPACE and fmt.decimal == "." and fmt.encoding.startswith("utf-8"):
         try:
             import pyarrow  # noqa: F401  (the fast multi-threaded engine for large files)
 
@@ -252,6 +284,7 @@ def _parse(source: str | io.BytesIO, name: str, fmt: Format):  # type: ignore[no
             encoding=fmt.encoding,
             engine="c",
             index_col=False,
+            **fmt.read_options(),
         )
     except pd.errors.EmptyDataError:
         raise DataError(f"{name}: empty file") from None
