@@ -220,6 +220,14 @@ def test_a_stray_text_cell_in_a_numeric_column_is_named_not_dropped_with_the_col
     assert load(str(tmp_path / "d.csv"), columns=["température"]).variables == ("température",)
 
 
+def test_a_row_of_units_under_the_header_is_named(tmp_path):
+    frame = pd.DataFrame({"t": np.arange(N) * DT, "x": np.sin(np.arange(N))})
+    lines = frame.to_csv(index=False).splitlines()
+    (tmp_path / "d.csv").write_text("\n".join([lines[0], "s,m", *lines[1:]]) + "\n")
+    with pytest.raises(DataError, match="'s' at row 1; a row of units under the header"):
+        load(str(tmp_path / "d.csv"))
+
+
 def test_text_columns_are_named_in_a_note(tmp_path):
     frame = pd.DataFrame({"x": np.arange(N) * 1.0, "site": ["a"] * N, "ok": [True] * N})
     frame.to_csv(tmp_path / "d.csv", index=False)

@@ -169,9 +169,12 @@ def _refuse_stray_text(table: Table, source: str, name: str) -> None:
     strays = present & ~numbers
     if strays.any() and numbers.sum() > strays.sum():
         row = int(np.flatnonzero(strays.to_numpy())[0])
+        remedy = (
+            "a row of units under the header? delete it (a unit may go in the header: 'x (m)')" if row == 0
+            else "leave missing values empty or write NA or NaN (or choose the states with --columns)"
+        )
         raise DataError(
-            f"{source}: column {name!r} holds numbers but {str(values[row]).strip()!r} at row {row + 1}; "
-            "leave missing values empty or write NA or NaN (or choose the states with --columns)"
+            f"{source}: column {name!r} holds numbers but {str(values[row]).strip()!r} at row {row + 1}; {remedy}"
         )
 
 
