@@ -405,6 +405,29 @@ def test_h5py_group_of_1d_columns_with_dt_and_t0(tmp_path):
     assert "'label'" in _notes(data)
 
 
+def test_dt_attribute_on_1d_column_datasets(tmp_path):
+    path = tmp_path / "d.h5"
+    with h5py.File(path, "w") as handle:
+        handle["x"] = np.sin(np.arange(N) * DT)
+        handle["x"].attrs.update({"dt": DT, "t0": 2.0})
+        handle["y"] = np.cos(np.arange(N) * DT)
+    data = load(f"{path}:/x")  # one dataset
+    assert data.variables == ("x",) and data.dt == DT and data.trials[0].t[0] == 2.0
+    data = load(str(path))  # the root: columns x and y
+    assert data.variables == ("x", "y") and data.dt == DT and data.trials[0].t[0] == 2.0
+    other = tmp_path / "other.h5"
+    with h5py.File(other, "w") as handle:
+        for name, step in (("x", DT), ("y", 2 * DT)):
+            handle[name] = np.arange(N) ** 0.5
+            handle[name].attrs["dt"] = step
+    with pytest.raises(DataError, match="different 'dt'/'t0' attributes"):
+        load(str(other))
+    with h5py.File(other, "a") as handle:
+        handle["t"] = np.arange(N) * 0.5
+    beside = load(f"{other}:/x")  # a time vector beside it
+    assert beside.variables == ("x",) and beside.time_column == "t" and beside.dt == 0.5
+
+
 def test_dt_attribute_on_a_2d_dataset(tmp_path):
     path = tmp_path / "d.h5"
     with h5py.File(path, "w") as handle:
