@@ -70,6 +70,18 @@ def test_semicolon_and_decimal_comma_are_sniffed(tmp_path):
     assert load(str(gzipped)).fingerprint() == piped.fingerprint() == data.fingerprint()
 
 
+def test_gzip_on_stdin_is_read_and_a_gzip_file_without_gz_is_named(tmp_path):
+    frame = _frame()
+    frame.insert(0, "t", np.arange(N) * DT)
+    frame.to_csv(tmp_path / "d.csv.gz", index=False)
+    data = load(str(tmp_path / "d.csv.gz"))
+    piped = load("-", stdin=io.BytesIO((tmp_path / "d.csv.gz").read_bytes()))  # cat d.csv.gz | dynid ...
+    assert piped.fingerprint() == data.fingerprint()
+    (tmp_path / "renamed.csv").write_bytes((tmp_path / "d.csv.gz").read_bytes())
+    with pytest.raises(DataError, match="gzip-compressed, but its name does not end in .gz"):
+        load(str(tmp_path / "renamed.csv"))
+
+
 def test_excel_csv_with_bom_crlf_and_cp1252(tmp_path):
     frame = _frame()
     frame.insert(0, "time", np.arange(N) * DT)

@@ -25,6 +25,7 @@ WHITESPACE = r"\s+"
 SEPARATORS = {",": ",", ";": ";", "\t": "\t", "tab": "\t", "\\t": "\t", "|": "|", "space": WHITESPACE, "whitespace": WHITESPACE}
 SEPARATOR_NAMES = {",": "comma", ";": "semicolon", "\t": "tab", "|": "pipe", WHITESPACE: "whitespace"}
 _SNIFF_BYTES = 1 << 16
+GZIP_MAGIC = b"\x1f\x8b"
 _SNIFF_LINES = 50
 _DECIMAL_COMMA = re.compile(r"^[+-]?\d*,\d+(?:[eE][+-]?\d+)?$")
 _DECIMAL_POINT = re.compile(r"^[+-]?\d*\.\d+(?:[eE][+-]?\d+)?$")
@@ -159,11 +160,15 @@ def _head(source: str | io.BytesIO, name: str) -> bytes:
             raise DataError(f"{name}: empty input")
         return bytes(source.getbuffer()[:_SNIFF_BYTES])
     try:
-        opener = gzip.open if source.lower().endswith(".gz") else open
+        gzipped = source.lower().endswith(".gz")
+        opener = gzip.open if gzipped else open
         with opener(source, "rb") as handle:
-            return handle.read(_SNIFF_BYTES)
+            head = handle.read(_SNIFF_BYTES)
     except (OSError, EOFError) as exc:
         raise DataError(f"{name}: cannot read ({exc})") from None
+    if not gzipped and head.startswith(GZIP_MAGIC):
+        raise DataError(f"{name}: gzip-compressed, but its name does not end in .gz; rename it {name}.gz")
+    return head
 
 
 def _unicode_encoding(head: bytes) -> str:
