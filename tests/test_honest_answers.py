@@ -293,3 +293,33 @@ def test_stochastic_commands_are_reproducible_by_default_and_record_the_seed(tmp
     causal = [json.loads(cli("discover-causal", data, "--method", "te", "--max-lag", "2", "--json").stdout)
               for _ in range(2)]
     assert causal[0] == causal[1] and causal[0]["seed"] == 0
+
+
+def test_future_inputs_with_a_time_column_are_taken_at_the_forecast_times(tmp_path, cli):
+    """x' = -x + u sampled at dt 0.1; the forecast starts at t = 10.0 (DATA ends at 9.9)."""
+    t = np.arange(100) * 0.1
+    u = np.sin(t)
+    x = np.zeros(100)
+    for k in range(1, 100):
+        x[k] = 0.9 * x[k - 1] + 0.1 * u[k - 1]
+    data = tmp_path / "d.csv"
+    pd.DataFrame({"t": t, "x": x, "u": u}).to_csv(data, index=False)
+    model = tmp_path / "m.dynid"
+    assert cli("fit", data, "--model", "dmd", "--inputs", "u", "-o", model, "-q").returncode == 0
+    future = np.array([0.5, -1.0, 2.0])
+    plain = tmp_path / "plain.csv"
+    pd.DataFrame({"u": future}).to_csv(plain, index=False)
+    expected = cli("forecast", model, data, "--horizon", "3", "--future-inputs", plain)
+    assert expected.returncode == 0
+    # The same inputs after the history's own rows, with times: the rows at t = 10.0.. are used.
+    timed = tmp_path / "timed.csv"
+    pd.DataFrame({"t": np.round(np.append(t, 10.0 + 0.1 * np.arange(3)), 6),
+                  "u": np.append(u, future)}).to_csv(timed, index=False)
+    result = cli("forecast", model, data, "--horizon", "3", "--future-inputs", timed)
+    assert result.returncode == 0 and result.stdout == expected.stdout
+    # Times that are not the forecast's (here 1, 2, 3): refused, not applied to the wrong steps.
+    wrong = tmp_path / "wrong.csv"
+    pd.DataFrame({"t": [1.0, 2.0, 3.0], "u": future}).to_csv(wrong, index=False)
+    refused = cli("forecast", model, data, "--horizon", "3", "--future-inputs", wrong)
+    assert refused.returncode == 3 and refused.stdout == b""
+    assert b"does not hold the forecast's 3 times 10, 10.1" in refused.stderr
