@@ -317,9 +317,15 @@ def test_future_inputs_with_a_time_column_are_taken_at_the_forecast_times(tmp_pa
                   "u": np.append(u, future)}).to_csv(timed, index=False)
     result = cli("forecast", model, data, "--horizon", "3", "--future-inputs", timed)
     assert result.returncode == 0 and result.stdout == expected.stdout
-    # Times that are not the forecast's (here 1, 2, 3): refused, not applied to the wrong steps.
+    # Times of its own at the model's step (from 0): its rows in order, said on stderr.
+    relative = tmp_path / "relative.csv"
+    pd.DataFrame({"t": [0.0, 0.1, 0.2], "u": future}).to_csv(relative, index=False)
+    result = cli("forecast", model, data, "--horizon", "3", "--future-inputs", relative)
+    assert result.returncode == 0 and result.stdout == expected.stdout
+    assert b"are not the forecast's (10, ...)" in result.stderr
+    # Times neither the forecast's nor the model's step apart (here 1, 2, 3): refused.
     wrong = tmp_path / "wrong.csv"
     pd.DataFrame({"t": [1.0, 2.0, 3.0], "u": future}).to_csv(wrong, index=False)
     refused = cli("forecast", model, data, "--horizon", "3", "--future-inputs", wrong)
     assert refused.returncode == 3 and refused.stdout == b""
-    assert b"does not hold the forecast's 3 times 10, 10.1" in refused.stderr
+    assert b"holds neither the forecast's 3 times 10, 10.1" in refused.stderr
