@@ -186,21 +186,31 @@ def forecast(
     if sample:
         if interval is not None:
             raise UsageError("--sample draws one path, which has no interval; drop --interval or --sample")
-        return Forecast(t=t, x=model.sample(history, horizon, future_inputs, seed), variables=model.variables_,
-                        notes=notes)
+        path = np.asarray(model.sample(history, horizon, future_inputs, seed), dtype=float)
+        _refuse_diverged(model, t, path)
+        return Forecast(t=t, x=path, variables=model.variables_, notes=notes)
     if interval is not None:
         band = model.predictive(history, horizon, future_inputs, interval)
+        _refuse_diverged(model, t, band.mean, band.lower, band.upper)
         return Forecast(t=t, x=band.mean, variables=model.variables_, lower=band.lower,
                         upper=band.upper, level=band.level, notes=notes)
-    x, diverged_at = rollout(model, history, horizon, future_inputs)
-    if diverged_at is not None:
-        raise Diverged(
-            f"the {model.name} forecast diverged at step {diverged_at} of {horizon} "
-            f"(t = {history.t[-1] + model.dt_ * diverged_at:.6g}); nothing written",
-            step=diverged_at,
-            states=x,
-        )
+    x, _ = rollout(model, history, horizon, future_inputs)
+    _refuse_diverged(model, t, x)
     return Forecast(t=t, x=x, variables=model.variables_, notes=notes)
+
+
+def _refuse_diverged(model: Backend, t: np.ndarray, *paths: np.ndarray) -> None:
+    """Diverged at the first of the forecast times ``t`` (horizon,) where any of ``paths``
+    (horizon, d) - a rollout, a sample path, a predictive mean or bound - is not finite."""
+    steps = [step for step in map(first_nonfinite_step, paths) if step is not None]
+    if steps:
+        step = min(steps)
+        raise Diverged(
+            f"the {model.name} forecast diverged at step {step} of {len(t)} (t = {t[step - 1]:.6g}); "
+            "nothing written",
+            step=step,
+            states=np.where(np.arange(len(t))[:, None] < step - 1, paths[0], np.nan),
+        )
 
 
 def _kept_condition(model: Backend, history: Trial, horizon: int) -> tuple[np.ndarray, str]:
@@ -634,13 +644,18 @@ def rollout(
         )
     except Diverged as exc:
         return exc.states, exc.step
-    bad = ~np.all(np.isfinite(states), axis=1)
-    if not bad.any():
+    step = first_nonfinite_step(states)
+    if step is None:
         return states, None
-    first = int(np.argmax(bad))
     states = states.copy()
-    states[first:] = np.nan
-    return states, first + 1
+    states[step - 1:] = np.nan
+    return states, step
+
+
+def first_nonfinite_step(states: np.ndarray) -> int | None:
+    """The first row (1-based step) of ``states`` (steps, d) holding NaN or inf, None if none."""
+    bad = ~np.all(np.isfinite(states), axis=1)
+    return int(np.argmax(bad)) + 1 if bad.any() else None
 
 
 def check_step(model: Backend, data: Dataset) -> None:

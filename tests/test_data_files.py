@@ -6,6 +6,7 @@ the frame it came from: names, values, times and the notes that say what was int
 
 import io
 import json
+import re
 import warnings
 
 import h5py
@@ -67,6 +68,18 @@ def test_semicolon_and_decimal_comma_are_sniffed(tmp_path):
     frame.to_csv(gzipped, sep=";", decimal=",", index=False)
     piped = load("-", stdin=io.BytesIO(path.read_bytes()))
     assert load(str(gzipped)).fingerprint() == piped.fingerprint() == data.fingerprint()
+
+
+def test_gzip_on_stdin_is_read_and_a_gzip_file_without_gz_is_named(tmp_path):
+    frame = _frame()
+    frame.insert(0, "t", np.arange(N) * DT)
+    frame.to_csv(tmp_path / "d.csv.gz", index=False)
+    data = load(str(tmp_path / "d.csv.gz"))
+    piped = load("-", stdin=io.BytesIO((tmp_path / "d.csv.gz").read_bytes()))  # cat d.csv.gz | dynid ...
+    assert piped.fingerprint() == data.fingerprint()
+    (tmp_path / "renamed.csv").write_bytes((tmp_path / "d.csv.gz").read_bytes())
+    with pytest.raises(DataError, match="gzip-compressed, but its name does not end in .gz"):
+        load(str(tmp_path / "renamed.csv"))
 
 
 def test_excel_csv_with_bom_crlf_and_cp1252(tmp_path):
@@ -144,6 +157,87 @@ def test_rows_wider_than_the_header_are_an_error(tmp_path):
     path.write_text("x,y\n1,2,3\n4,5,6\n")  # pandas would silently make the first column an index
     with pytest.raises(DataError, match="rows have up to 3 fields"):
         load(str(path))
+
+
+def test_file_without_a_header_is_refused_not_read_as_names(tmp_path):
+    frame = pd.DataFrame({"t": np.arange(N) * DT, "x": np.sin(np.arange(N)), "y": np.cos(np.arange(N))})
+    frame.to_csv(tmp_path / "d.csv", index=False, header=False)
+    frame.to_csv(tmp_path / "excel.csv", index=False, header=False, sep=";", decimal=",")
+    np.savetxt(tmp_path / "saved.txt", frame.to_numpy())  # numpy's default: no header, spaces
+    for name in ("d.csv", "excel.csv", "saved.txt"):
+        with pytest.raises(DataError, match="the file has no header"):
+            load(str(tmp_path / name))
+    with pytest.raises(DataError, match="no header"):
+        load("-", stdin=io.BytesIO((tmp_path / "d.csv").read_bytes()))
+
+
+def test_comment_lines_above_the_header_and_np_savetxt_headers(tmp_path):
+    frame = pd.DataFrame({"t": np.arange(N) * DT, "x": np.sin(np.arange(N)), "y": np.cos(np.arange(N))})
+    values = frame[["x", "y"]].to_numpy()
+    np.savetxt(tmp_path / "saved.csv", frame.to_numpy(), delimiter=",", header="t,x,y")  # "# t,x,y"
+    np.savetxt(tmp_path / "saved.txt", frame.to_numpy(), header="t x y")
+    logger = "# logger 1.2\r\n\r\n# sampled at 4 Hz\r\n" + frame.to_csv(index=False, lineterminator="\r\n")
+    (tmp_path / "logger.csv").write_text(logger, newline="")
+    for name, note in (("saved.csv", "comment line '# t,x,y'"), ("saved.txt", "comment line '# t x y'"),
+                       ("logger.csv", "skipped 2 comment line(s)")):
+        data = load(str(tmp_path / name))
+        assert data.variables == ("x", "y") and data.time_column == "t", name
+        assert data.dt == pytest.approx(DT, rel=1e-12)
+        np.testing.assert_array_equal(data.trials[0].x, values)
+        assert note in _notes(data)
+    piped = load("-", stdin=io.BytesIO((tmp_path / "saved.csv").read_bytes()))
+    assert piped.fingerprint() == load(str(tmp_path / "saved.csv")).fingerprint()
+
+
+def test_pandas_default_integer_names_are_a_header(tmp_path):
+    values = np.column_stack([np.sin(np.arange(N)), np.cos(np.arange(N))])
+    pd.DataFrame(values).to_csv(tmp_path / "plain.csv", index=False)  # header "0,1"
+    pd.DataFrame(values).to_csv(tmp_path / "indexed.csv")  # header ",0,1"
+    for name in ("plain.csv", "indexed.csv"):
+        data = load(str(tmp_path / name))
+        assert data.variables == ("0", "1")
+        np.testing.assert_array_equal(data.trials[0].x, values)
+
+
+@pytest.mark.parametrize("clock", ["seconds", "Time_s", "index", "elapsed (ms)", "sample"])
+def test_an_increasing_column_named_like_time_is_not_a_state(tmp_path, clock):
+    frame = pd.DataFrame({"x": np.sin(np.arange(N)), "y": np.cos(np.arange(N))})
+    frame.insert(0, clock, np.arange(N) * DT)
+    frame.to_csv(tmp_path / "d.csv", index=False)
+    with pytest.raises(DataError, match=f"column '{re.escape(clock)}' is named like a time"):
+        load(str(tmp_path / "d.csv"))
+    timed = load(str(tmp_path / "d.csv"), time_column=clock)
+    assert timed.variables == ("x", "y") and timed.dt == pytest.approx(DT, rel=1e-12)
+    chosen = load(str(tmp_path / "d.csv"), columns=[clock, "x"])  # named, it is a state
+    assert chosen.variables == (clock, "x")
+
+
+def test_a_state_named_like_time_that_does_not_increase_is_kept(tmp_path):
+    frame = pd.DataFrame({"t": np.arange(N) * DT, "step": np.sin(np.arange(N)), "x": np.cos(np.arange(N))})
+    frame.to_csv(tmp_path / "d.csv", index=False)
+    assert load(str(tmp_path / "d.csv")).variables == ("step", "x")
+
+
+@pytest.mark.parametrize("token", ["-", "?", "n.a.", "--"])
+def test_a_stray_text_cell_in_a_numeric_column_is_named_not_dropped_with_the_column(tmp_path, token):
+    frame = _frame().astype(object)
+    frame.loc[7, "pressure (bar)"] = token  # row 8 of the data
+    frame.to_csv(tmp_path / "d.csv", index=False)
+    frame.to_csv(tmp_path / "excel.csv", index=False, sep=";", decimal=",")
+    for name in ("d.csv", "excel.csv"):
+        with pytest.raises(DataError, match=rf"column 'pressure \(bar\)' holds numbers but '{re.escape(token)}' at row 8"):
+            load(str(tmp_path / name))
+        with pytest.raises(DataError, match="at row 8"):
+            load(str(tmp_path / name), columns=["pressure (bar)"])
+    assert load(str(tmp_path / "d.csv"), columns=["température"]).variables == ("température",)
+
+
+def test_a_row_of_units_under_the_header_is_named(tmp_path):
+    frame = pd.DataFrame({"t": np.arange(N) * DT, "x": np.sin(np.arange(N))})
+    lines = frame.to_csv(index=False).splitlines()
+    (tmp_path / "d.csv").write_text("\n".join([lines[0], "s,m", *lines[1:]]) + "\n")
+    with pytest.raises(DataError, match="'s' at row 1; a row of units under the header"):
+        load(str(tmp_path / "d.csv"))
 
 
 def test_text_columns_are_named_in_a_note(tmp_path):
@@ -323,6 +417,29 @@ def test_h5py_group_of_1d_columns_with_dt_and_t0(tmp_path):
     assert "'label'" in _notes(data)
 
 
+def test_dt_attribute_on_1d_column_datasets(tmp_path):
+    path = tmp_path / "d.h5"
+    with h5py.File(path, "w") as handle:
+        handle["x"] = np.sin(np.arange(N) * DT)
+        handle["x"].attrs.update({"dt": DT, "t0": 2.0})
+        handle["y"] = np.cos(np.arange(N) * DT)
+    data = load(f"{path}:/x")  # one dataset
+    assert data.variables == ("x",) and data.dt == DT and data.trials[0].t[0] == 2.0
+    data = load(str(path))  # the root: columns x and y
+    assert data.variables == ("x", "y") and data.dt == DT and data.trials[0].t[0] == 2.0
+    other = tmp_path / "other.h5"
+    with h5py.File(other, "w") as handle:
+        for name, step in (("x", DT), ("y", 2 * DT)):
+            handle[name] = np.arange(N) ** 0.5
+            handle[name].attrs["dt"] = step
+    with pytest.raises(DataError, match="different 'dt'/'t0' attributes"):
+        load(str(other))
+    with h5py.File(other, "a") as handle:
+        handle["t"] = np.arange(N) * 0.5
+    beside = load(f"{other}:/x")  # a time vector beside it
+    assert beside.variables == ("x",) and beside.time_column == "t" and beside.dt == 0.5
+
+
 def test_dt_attribute_on_a_2d_dataset(tmp_path):
     path = tmp_path / "d.h5"
     with h5py.File(path, "w") as handle:
@@ -333,6 +450,21 @@ def test_dt_attribute_on_a_2d_dataset(tmp_path):
     assert data.dt == 0.01 and data.trials[0].t[-1] == pytest.approx((N - 1) * 0.01)
     forced = load(str(path), dt=0.02)
     assert forced.dt == 0.02 and "overrides the file's dt attribute" in _notes(forced)
+
+
+def test_2d_dataset_stored_variables_by_samples_is_refused(tmp_path):
+    path = tmp_path / "d.h5"
+    values = np.column_stack([np.sin(np.arange(N)), np.cos(np.arange(N)), np.arange(N) ** 0.5])
+    with h5py.File(path, "w") as handle:
+        handle["bare"] = values.T  # numpy's (variables, samples), as MATLAB writes too
+        named = handle.create_dataset("named", data=values.T)
+        named.attrs["columns"] = ["a", "b", "c"]
+        handle["right"] = values
+    with pytest.raises(DataError, match=r"shape \(3, 40\) would be 3 samples of 40 variables"):
+        load(f"{path}:/bare")
+    with pytest.raises(DataError, match="rows look like the variables: store the transpose"):
+        load(f"{path}:/named")
+    np.testing.assert_array_equal(load(f"{path}:/right").trials[0].x, values)
 
 
 def test_iso8601_time_dataset_in_hdf5(tmp_path):
@@ -386,3 +518,16 @@ def test_cli_fit_forecast_score_report_keep_names_and_time(tmp_path, cli):
     assert report.returncode == 0, report.stderr.decode()
     bad = cli("fit", data, "--model", "dmd", "--columns", '"flow, l/s', "-o", tmp_path / "x.dynid")
     assert bad.returncode == 2
+
+
+def test_written_numbers_are_the_shortest_that_read_back_exactly(tmp_path):
+    from dynid.data.writers import write_table
+
+    t = 4.0 + np.array([1.0, 2.0]) * 0.01  # 4.01, 4.0200000000000005 as floats
+    values = np.array([[0.1, 1 / 3], [-2.5e-300, np.pi]])
+    write_table(str(tmp_path / "f.csv"), "t", t, ("a", "b"), values)
+    lines = (tmp_path / "f.csv").read_text().splitlines()
+    assert lines[1] == "4.01,0.1,0.3333333333333333"  # not 4.0099999999999998,0.10000000000000001,...
+    back = load(str(tmp_path / "f.csv"))
+    np.testing.assert_array_equal(back.trials[0].t, t)
+    np.testing.assert_array_equal(back.trials[0].x, values)

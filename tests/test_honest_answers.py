@@ -99,6 +99,34 @@ def test_forecast_that_diverges_fails_with_the_step():
     assert "diverged" in str(caught.value)
 
 
+def growing_lds():
+    """A one-state linear-Gaussian model z' = 1.5 z + noise, x = z: its mean overflows after
+    about 1750 steps (1.5**1750 > 1.8e308), its variance (1.5**2 per step) after about 875."""
+    from dynid.models.latent.lds import LDS, LDSParams
+
+    one = np.ones((1, 1))
+    arrays = {
+        "A": 1.5 * one, "B": np.zeros((1, 0)), "Q": 0.01 * one, "C": one, "D": np.zeros((1, 0)),
+        "offset": np.zeros(1), "R": np.full(1, 0.01), "initial_mean": np.zeros(1), "initial_cov": one,
+        "eigenvalues": np.array([1.5 + 0j]), "continuous_eigenvalues": np.array([np.log(1.5) / 0.01 + 0j]),
+        "log_likelihood": np.zeros(1),
+    }
+    return LDS.restore(LDSParams(latent="1"), arrays, variables=("x",), inputs=(), dt=0.01)
+
+
+@pytest.mark.parametrize("options", [{"interval": 0.9}, {"sample": True, "seed": 1}])
+def test_forecast_interval_or_sample_that_diverges_fails_with_the_step(options):
+    t = np.arange(50) * 0.01
+    data = Dataset.from_arrays(np.ones((50, 1)), t=t, variables=["x"])
+    with np.errstate(over="ignore", invalid="ignore"):
+        with pytest.raises(Diverged) as caught:
+            api.forecast(growing_lds(), data, horizon=3000, **options)
+        assert 800 <= caught.value.step <= 1800
+        assert "diverged" in str(caught.value)
+        finite = api.forecast(growing_lds(), data, horizon=100, **options)
+    assert np.isfinite(finite.x).all()
+
+
 def test_valid_prediction_time_censored_at_the_horizon(tmp_path, cli):
     model = fitted_decay(tmp_path, cli)
     data = decay_csv(tmp_path / "again.csv")
@@ -265,3 +293,39 @@ def test_stochastic_commands_are_reproducible_by_default_and_record_the_seed(tmp
     causal = [json.loads(cli("discover-causal", data, "--method", "te", "--max-lag", "2", "--json").stdout)
               for _ in range(2)]
     assert causal[0] == causal[1] and causal[0]["seed"] == 0
+
+
+def test_future_inputs_with_a_time_column_are_taken_at_the_forecast_times(tmp_path, cli):
+    """x' = -x + u sampled at dt 0.1; the forecast starts at t = 10.0 (DATA ends at 9.9)."""
+    t = np.arange(100) * 0.1
+    u = np.sin(t)
+    x = np.zeros(100)
+    for k in range(1, 100):
+        x[k] = 0.9 * x[k - 1] + 0.1 * u[k - 1]
+    data = tmp_path / "d.csv"
+    pd.DataFrame({"t": t, "x": x, "u": u}).to_csv(data, index=False)
+    model = tmp_path / "m.dynid"
+    assert cli("fit", data, "--model", "dmd", "--inputs", "u", "-o", model, "-q").returncode == 0
+    future = np.array([0.5, -1.0, 2.0])
+    plain = tmp_path / "plain.csv"
+    pd.DataFrame({"u": future}).to_csv(plain, index=False)
+    expected = cli("forecast", model, data, "--horizon", "3", "--future-inputs", plain)
+    assert expected.returncode == 0
+    # The same inputs after the history's own rows, with times: the rows at t = 10.0.. are used.
+    timed = tmp_path / "timed.csv"
+    pd.DataFrame({"t": np.round(np.append(t, 10.0 + 0.1 * np.arange(3)), 6),
+                  "u": np.append(u, future)}).to_csv(timed, index=False)
+    result = cli("forecast", model, data, "--horizon", "3", "--future-inputs", timed)
+    assert result.returncode == 0 and result.stdout == expected.stdout
+    # Times of its own at the model's step (from 0): its rows in order, said on stderr.
+    relative = tmp_path / "relative.csv"
+    pd.DataFrame({"t": [0.0, 0.1, 0.2], "u": future}).to_csv(relative, index=False)
+    result = cli("forecast", model, data, "--horizon", "3", "--future-inputs", relative)
+    assert result.returncode == 0 and result.stdout == expected.stdout
+    assert b"are not the forecast's (10, ...)" in result.stderr
+    # Times neither the forecast's nor the model's step apart (here 1, 2, 3): refused.
+    wrong = tmp_path / "wrong.csv"
+    pd.DataFrame({"t": [1.0, 2.0, 3.0], "u": future}).to_csv(wrong, index=False)
+    refused = cli("forecast", model, data, "--horizon", "3", "--future-inputs", wrong)
+    assert refused.returncode == 3 and refused.stdout == b""
+    assert b"holds neither the forecast's 3 times 10, 10.1" in refused.stderr

@@ -191,3 +191,20 @@ def test_bad_parameters_raise_usage_error():
     assert VAR.Params.parse(["order=3", "ridge=0.1", "trend=false"]) == VAR.Params(
         order=3, ridge=0.1, trend=False
     )
+
+
+def test_order_search_stops_where_the_lags_of_a_smooth_ode_become_collinear():
+    """The shipped forced oscillator (noise-free, dt 0.01): from some order on, the lagged design
+    is singular; the BIC search keeps the orders below it (it failed the whole fit)."""
+    from pathlib import Path
+
+    from dynid.data import load
+
+    data = load(str(Path(__file__).parents[1] / "sample_data" / "forced_oscillator.csv"), inputs=["u"])
+    model = VAR().fit(data)
+    tried = model.metrics_["criterion_values"]
+    assert list(tried) == [str(p) for p in range(1, len(tried) + 1)] and len(tried) < 10
+    assert model.metrics_["order"] <= len(tried)
+    with pytest.raises(ComputationError, match="singular"):
+        VAR(VAR.Params(order=len(tried) + 1)).fit(data)
+    assert model.metrics_["one_step_r2_overall"] > 0.9999

@@ -8,6 +8,8 @@ from typing import Optional
 import numpy as np
 
 from dynid.cli.options import DataOptions, join_names
+from dynid.cli.output import Output
+from dynid.data.dataset import Dataset
 from dynid.errors import DataError, UsageError
 from dynid.modelfile import ModelFile, load_model
 from dynid.models.base import Backend
@@ -31,11 +33,14 @@ def model_data_options(options: DataOptions, model: Backend) -> DataOptions:
 
 
 def future_input_rows(
-    model: Backend, spec: Optional[str], horizon: int, options: DataOptions
+    model: Backend, spec: Optional[str], horizon: int, options: DataOptions, history: Optional[Dataset] = None,
+    out: Optional[Output] = None,
 ) -> Optional[np.ndarray]:
     """(horizon, m) future inputs read from ``spec`` for a model with inputs, else None (also
     without ``spec`` for a model whose inputs are per-trial conditions: ``api.forecast`` keeps
-    the history's)."""
+    the history's). A file with a time column gives the rows at the forecast's times (the end
+    of ``history`` + k dt) when it holds them (``_rows_at_forecast_times``; notes go to ``out``);
+    otherwise its first ``horizon`` rows."""
     if not model.inputs_ or (spec is None and model.capabilities.conditions):
         return None
     if spec is None:
@@ -54,6 +59,37 @@ def future_input_rows(
         decimal=options.decimal,
     )
     rows = np.concatenate([trial.x for trial in table.trials])
+    if table.time_column is not None and history is not None and out is not None:
+        return _rows_at_forecast_times(model, spec, horizon, table, history, rows, out)
     if rows.shape[0] < horizon:
         raise DataError(f"{spec}: {rows.shape[0]} rows of future inputs, --horizon needs {horizon}")
     return rows[:horizon]
+
+
+def _rows_at_forecast_times(
+    model: Backend, spec: str, horizon: int, table: Dataset, history: Dataset, rows: np.ndarray, out: Output
+) -> np.ndarray:
+    """The ``horizon`` rows of ``rows`` (the future-input file ``table``'s) at the forecast's
+    times when the file holds them; else, when its rows are the model's step apart (times of
+    its own, e.g. from 0), its first ``horizon`` rows, said in a note; else DataError naming
+    the times (its inputs would drive steps of another length)."""
+    times = np.concatenate([trial.t for trial in table.trials])
+    if table.time_origin is not None and history.time_origin is not None:
+        shift = np.datetime64(table.time_origin.removesuffix("Z")) - np.datetime64(history.time_origin.removesuffix("Z"))
+        times = times + shift / np.timedelta64(1, "ns") * 1e-9
+    wanted = history.trials[-1].t[-1] + model.dt_ * np.arange(1, horizon + 1)
+    tolerance = 1e-3 * model.dt_  # times written with fewer digits still match
+    start = int(np.searchsorted(times, wanted[0] - tolerance))
+    chosen = times[start : start + horizon]
+    if chosen.shape[0] == horizon and np.max(np.abs(chosen - wanted)) <= tolerance:
+        return rows[start : start + horizon]
+    own = times[:horizon]
+    if own.shape[0] == horizon and np.max(np.abs(np.diff(own) - model.dt_), initial=0.0) <= tolerance:
+        out.info(f"{spec}: its times ({own[0]:.6g}, ...) are not the forecast's ({wanted[0]:.6g}, ...); "
+                 f"its first {horizon} rows drive the forecast steps in order")
+        return rows[:horizon]
+    raise DataError(
+        f"{spec}: its {table.time_column!r} column holds neither the forecast's {horizon} times "
+        f"{wanted[0]:.6g}, {wanted[0] + model.dt_:.6g}, ... (DATA's last time + k * {model.dt_:g}) "
+        f"nor {horizon} rows {model.dt_:g} apart"
+    )

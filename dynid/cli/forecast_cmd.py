@@ -22,7 +22,7 @@ TIME_FORMATS = ("iso", "seconds")
 def forecast(
     paths: Annotated[list[str], typer.Argument(metavar="MODEL DATA", help="A .dynid model file ('-' = stdin; then DATA must be a file), then the data whose last samples are the initial condition ('-' = stdin; with --each, several DATA).")],
     horizon: Annotated[int, typer.Option("--horizon", "-n", min=1, help="Number of steps (of the model's dt) to forecast.")],
-    future_inputs: Annotated[Optional[str], typer.Option("--future-inputs", help="File with the model's input columns for the forecast steps (models whose inputs are per-trial conditions, clds: default the history's condition, repeated).")] = None,
+    future_inputs: Annotated[Optional[str], typer.Option("--future-inputs", help="File with the model's input columns for the forecast steps: its first --horizon rows, or the rows at the forecast's times when its time column holds them (models whose inputs are per-trial conditions, clds: default the history's condition, repeated).")] = None,
     interval: Annotated[Optional[float], typer.Option("--interval", help="Add {variable}_lower and {variable}_upper columns bounding this central probability (0.9) of the predictive distribution (models with one: lds, gpsde).")] = None,
     sample: Annotated[bool, typer.Option("--sample", help="One path drawn from the predictive distribution instead of its mean, the same for the same --seed (models with sample paths: lds, ctlds, gpsde).")] = False,
     seed: Annotated[int, typer.Option("--seed", help="Random seed of --sample.")] = 0,
@@ -50,7 +50,7 @@ def forecast(
     nan_default = "keep" if model.capabilities.nan else "split"
     dataset = model_data_options(data, model).load([data_file], nan_default=nan_default, out=out)
     origin = _iso_origin(time_format, dataset.time_origin, output)
-    future = future_input_rows(model, future_inputs, horizon, data)
+    future = future_input_rows(model, future_inputs, horizon, data, dataset, out)
     result = api.forecast(model, dataset, horizon, future, interval=interval, sample=sample, seed=seed)
     for note in result.notes:
         out.info(note)

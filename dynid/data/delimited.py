@@ -25,9 +25,13 @@ WHITESPACE = r"\s+"
 SEPARATORS = {",": ",", ";": ";", "\t": "\t", "tab": "\t", "\\t": "\t", "|": "|", "space": WHITESPACE, "whitespace": WHITESPACE}
 SEPARATOR_NAMES = {",": "comma", ";": "semicolon", "\t": "tab", "|": "pipe", WHITESPACE: "whitespace"}
 _SNIFF_BYTES = 1 << 16
+GZIP_MAGIC = b"\x1f\x8b"
 _SNIFF_LINES = 50
 _DECIMAL_COMMA = re.compile(r"^[+-]?\d*,\d+(?:[eE][+-]?\d+)?$")
 _DECIMAL_POINT = re.compile(r"^[+-]?\d*\.\d+(?:[eE][+-]?\d+)?$")
+# A line of numbers and delimiters only, whatever the delimiter and decimal mark (a header-less
+# "0,5;1,25" splits on commas as consistently as on semicolons); "nan" and "inf" may be names.
+_NUMBERS_LINE = re.compile(r"^[\s\d.,;|+eE-]*\d[\s\d.,;|+eE-]*$")
 # pandas' name for the empty header that ``DataFrame.to_csv()`` writes above its index.
 _PANDAS_UNNAMED = re.compile(r"^Unnamed: 0$|^$")
 
@@ -39,6 +43,16 @@ class Format:
     sep: str
     decimal: str = "."
     encoding: str = "utf-8"
+    # Leading lines to skip (comments starting with '#'), and the column names when the header
+    # is the last of them (``np.savetxt(..., header="t,x")`` writes "# t,x"), else None.
+    skip: int = 0
+    names: tuple[str, ...] | None = None
+
+    def read_options(self) -> dict[str, object]:
+        """The pandas ``read_csv`` options for the header and the lines to skip."""
+        if self.names is None:
+            return {"skiprows": self.skip}
+        return {"skiprows": self.skip, "header": None, "names": list(self.names)}
 
 
 def parse_sep(text: str | None) -> str | None:
@@ -81,22 +95,44 @@ def sniff_format(
         encoding = "cp1252"
         text = head.decode(encoding, errors="replace")
         notes.append(f"{name}: not UTF-8; read as Windows-1252 (cp1252)")
-    lines = [line for line in text.splitlines()[: _SNIFF_LINES + 1] if line.strip()]
+    raw = text.splitlines()
+    skip = _comment_lines(raw)
+    comments = [line.strip().lstrip("#").strip() for line in raw[:skip] if line.strip()]
+    lines = [line for line in raw[skip : skip + _SNIFF_LINES + 1] if line.strip()]
     if len(head) == _SNIFF_BYTES and len(lines) > 1:
         lines = lines[:-1]  # the last line may be cut
     if not lines:
-        raise DataError(f"{name}: empty file")
+        raise DataError(f"{name}: empty file" if not skip else f"{name}: only comment lines")
+    header_commented = bool(comments) and bool(_NUMBERS_LINE.match(lines[0]))
+    if header_commented:
+        lines = [comments[-1], *lines]
+        notes.append(f"{name}: column names from the comment line '# {comments[-1]}' (as np.savetxt writes them)")
+    elif comments:
+        notes.append(f"{name}: skipped {len(comments)} comment line(s) starting with '#' above the header")
     if sep is None:
         sep = _sniff_sep(lines, default_sep, name)
         if sep != default_sep:
             notes.append(f"{name}: columns separated by {SEPARATOR_NAMES[sep]} (sniffed; force with --sep)")
     _check_widths(lines, sep, name)
+    _check_header(lines[0], sep, name)  # before the names' check: a row of numbers may repeat one
     check_unique_names((field.strip() for field in _fields(lines[0], sep)), name)
     if decimal is None:
         decimal = _sniff_decimal(lines[1:], sep, name)
         if decimal == ",":
             notes.append(f"{name}: decimal comma (sniffed; force with --decimal)")
-    return Format(sep, decimal, encoding), notes
+    names = tuple(field.strip() for field in _fields(lines[0], sep)) if header_commented else None
+    return Format(sep, decimal, encoding, skip, names), notes
+
+
+def _comment_lines(lines: list[str]) -> int:
+    """How many of the first ``lines`` are comments (starting with '#') or blank, up to the
+    first other line (the header, or data when the header is the last comment)."""
+    count = 0
+    for line in lines:
+        if line.strip() and not line.lstrip().startswith("#"):
+            return count
+        count += 1
+    return count
 
 
 def read_delimited_chunks(path: str, fmt: Format, rows: int) -> Iterator[Table]:
@@ -107,7 +143,7 @@ def read_delimited_chunks(path: str, fmt: Format, rows: int) -> Iterator[Table]:
 
     try:
         reader = pd.read_csv(path, sep=fmt.sep, decimal=fmt.decimal, encoding=fmt.encoding, engine="c",
-                             index_col=False, chunksize=rows)
+                             index_col=False, chunksize=rows, **fmt.read_options())
         with reader:
             for frame in reader:
                 yield _to_table(frame, path)
@@ -124,11 +160,15 @@ def _head(source: str | io.BytesIO, name: str) -> bytes:
             raise DataError(f"{name}: empty input")
         return bytes(source.getbuffer()[:_SNIFF_BYTES])
     try:
-        opener = gzip.open if source.lower().endswith(".gz") else open
+        gzipped = source.lower().endswith(".gz")
+        opener = gzip.open if gzipped else open
         with opener(source, "rb") as handle:
-            return handle.read(_SNIFF_BYTES)
+            head = handle.read(_SNIFF_BYTES)
     except (OSError, EOFError) as exc:
         raise DataError(f"{name}: cannot read ({exc})") from None
+    if not gzipped and head.startswith(GZIP_MAGIC):
+        raise DataError(f"{name}: gzip-compressed, but its name does not end in .gz; rename it {name}.gz")
+    return head
 
 
 def _unicode_encoding(head: bytes) -> str:
@@ -196,6 +236,22 @@ def _check_widths(lines: list[str], sep: str, name: str) -> None:
         )
 
 
+def _check_header(header: str, sep: str, name: str) -> None:
+    """DataError when the first line holds only numbers: a file written without a header
+    (``to_csv(header=False)``, ``np.savetxt``), whose first row would silently become the
+    column names. Names 0, 1, ... (pandas' default for a frame built from an array) or 1, 2, ...
+    are a header."""
+    fields = [field.strip() for field in _fields(header, sep)]
+    names = fields[1:] if fields and not fields[0] else fields  # to_csv's empty name above its index
+    numbered = names in ([str(i) for i in range(len(names))], [str(i + 1) for i in range(len(names))])
+    if _NUMBERS_LINE.match(header) and not numbered:
+        shown = header.strip() if len(header.strip()) <= 40 else header.strip()[:40] + "..."
+        raise DataError(
+            f"{name}: the first line ({shown}) holds numbers, not column names: the file has no "
+            "header; add a first line naming the columns (e.g. t,x,y)"
+        )
+
+
 def _sniff_decimal(rows: list[str], sep: str, name: str) -> str:
     """``,`` when ``;``-separated rows hold numbers with decimal commas (and none with points)."""
     if sep != ";":
@@ -212,7 +268,8 @@ def _parse(source: str | io.BytesIO, name: str, fmt: Format):  # type: ignore[no
     import pandas as pd
 
     kind = "TSV" if fmt.sep == "\t" else "CSV"
-    if fmt.sep != WHITESPACE and fmt.decimal == "." and fmt.encoding.startswith("utf-8"):
+    plain = fmt.skip == 0 and fmt.names is None
+    if plain and fmt.sep != WHITESPACE and fmt.decimal == "." and fmt.encoding.startswith("utf-8"):
         try:
             import pyarrow  # noqa: F401  (the fast multi-threaded engine for large files)
 
@@ -232,6 +289,7 @@ def _parse(source: str | io.BytesIO, name: str, fmt: Format):  # type: ignore[no
             encoding=fmt.encoding,
             engine="c",
             index_col=False,
+            **fmt.read_options(),
         )
     except pd.errors.EmptyDataError:
         raise DataError(f"{name}: empty file") from None

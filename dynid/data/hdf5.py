@@ -49,7 +49,7 @@ def _collect_trials(path: str, node, wanted: set[str] | None) -> list[Table]:  #
     import h5py
 
     if isinstance(node, h5py.Dataset):
-        return [_matrix_trial(path, node, node.parent, wanted)]
+        return [_vector_trial(path, node) if node.ndim == 1 else _matrix_trial(path, node, node.parent, wanted)]
     single = _single_trial(path, node, wanted)
     if single is not None:
         return [single]
@@ -107,27 +107,49 @@ def _matrix_trial(path: str, dataset, parent, wanted: set[str] | None) -> Table:
         raise DataError(f"{where}: expected a 2-D dataset (samples x variables), got {dataset.ndim}-D{PDE_HINT}")
     if dataset.dtype.kind not in "fiu":
         raise DataError(f"{where}: dataset is not numeric")
-    names = _names(dataset.attrs.get("columns"), [f"x{i}" for i in range(dataset.shape[1])], where)
-    if len(names) != dataset.shape[1]:
-        raise DataError(f"{where}: attribute 'columns' names {len(names)} columns, data has {dataset.shape[1]}")
+    n_rows, n_columns = dataset.shape
+    attribute = dataset.attrs.get("columns")
+    if attribute is None and n_rows < n_columns:
+        # Arrays written variables x samples (MATLAB, or numpy without a transpose) look so.
+        raise DataError(
+            f"{where}: shape {dataset.shape} would be {n_rows} samples of {n_columns} variables "
+            "(rows are samples); if the rows are variables, store the transpose, else name the "
+            "variables in a 'columns' attribute"
+        )
+    names = _names(attribute, [f"x{i}" for i in range(n_columns)], where)
+    if len(names) != n_columns:
+        transposed = "; the rows look like the variables: store the transpose" if len(names) == n_rows else ""
+        raise DataError(f"{where}: attribute 'columns' names {len(names)} columns, data has {n_columns}{transposed}")
     keep = [i for i, name in enumerate(names) if wanted is None or _is_wanted(name, wanted)]
     # h5py reads a column selection (increasing indices) without loading the rest.
     values = np.asarray(dataset[:, keep] if len(keep) < len(names) else dataset[()], dtype=float)
     columns = {names[i]: values[:, k] for k, i in enumerate(keep)}
-    utc: frozenset[str] = frozenset()
-    if parent is not None:
-        for time_name in AUTO_TIME_NAMES:
-            member = parent.get(time_name)
-            if member is not None and member.ndim == 1 and time_name not in columns:
-                if member.shape[0] != dataset.shape[0]:
-                    raise DataError(
-                        f"{path}:{member.name}: time has {member.shape[0]} samples, data {dataset.shape[0]}"
-                    )
-                time_values, aware = _vector(path, member)
-                columns = {time_name: time_values, **columns}
-                utc = frozenset([time_name] if aware else [])
-                break
-    return _with_time_attrs(Table(columns=columns, label=where, utc=utc), dataset, parent)
+    return _with_time_attrs(_with_time_beside(path, Table(columns=columns, label=where), parent), dataset, parent)
+
+
+def _vector_trial(path: str, dataset) -> Table:  # type: ignore[no-untyped-def]
+    """One 1-D dataset named on its own (``file.h5:/x``): one column, timed like a 2-D one."""
+    values, aware = _vector(path, dataset)
+    name = dataset.name.rsplit("/", 1)[-1]
+    table = Table(columns={name: values}, label=f"{path}:{dataset.name}", utc=frozenset([name] if aware else []))
+    return _with_time_attrs(_with_time_beside(path, table, dataset.parent), dataset, dataset.parent)
+
+
+def _with_time_beside(path: str, table: Table, parent) -> Table:  # type: ignore[no-untyped-def]
+    """``table`` with the 1-D time dataset ``t``/``time`` of ``parent`` (None: none) as its
+    first column, when there is one and the table has no such column."""
+    if parent is None:
+        return table
+    for time_name in AUTO_TIME_NAMES:
+        member = parent.get(time_name)
+        if member is not None and member.ndim == 1 and time_name not in table.columns:
+            if member.shape[0] != table.n_rows:
+                raise DataError(f"{path}:{member.name}: time has {member.shape[0]} samples, data {table.n_rows}")
+            time_values, aware = _vector(path, member)
+            table.columns = {time_name: time_values, **table.columns}
+            table.utc = table.utc | frozenset([time_name] if aware else [])
+            break
+    return table
 
 
 def _is_wanted(name: str, wanted: set[str]) -> bool:
@@ -149,7 +171,13 @@ def _columns_trial(path: str, group, vectors: list) -> Table:  # type: ignore[ty
         columns[name], aware = _vector(path, by_name[name])
         if aware:
             utc.add(name)
-    return _with_time_attrs(Table(columns=columns, label=f"{path}:{group.name}", utc=frozenset(utc)), group, None)
+    # The time attributes may sit on the group or on the columns (all that carry them must agree).
+    carriers = [by_name[name] for name in order if "dt" in by_name[name].attrs]
+    steps = {(str(m.attrs["dt"]), str(m.attrs.get("t0", 0.0))) for m in carriers}
+    if "dt" not in group.attrs and len(steps) > 1:
+        raise DataError(f"{path}:{group.name}: its datasets have different 'dt'/'t0' attributes")
+    table = Table(columns=columns, label=f"{path}:{group.name}", utc=frozenset(utc))
+    return _with_time_attrs(table, group, carriers[0] if carriers else None)
 
 
 def _vector(path: str, dataset) -> tuple[np.ndarray, bool]:  # type: ignore[no-untyped-def]

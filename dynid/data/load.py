@@ -14,7 +14,7 @@ from dynid.data.dataset import Dataset, Trial, common_step
 from dynid.data.delimited import parse_decimal, parse_sep
 from dynid.data.readers import read_tables
 from dynid.data.table import Table
-from dynid.data.times import AUTO_TIME_NAMES, DATETIME_TIME_NAMES, TimeAxis, is_time_name, split_unit
+from dynid.data.times import AUTO_TIME_NAMES, DATETIME_TIME_NAMES, TimeAxis, is_clock_name, is_time_name, split_unit
 from dynid.errors import DataError, UsageError
 
 NanPolicy = Literal["split", "error", "drop", "interpolate", "keep"]
@@ -117,6 +117,7 @@ def resolve_roles(
 
     def require(name: str, option: str) -> str:
         name = find(name, option)
+        _refuse_stray_text(table, source, name)
         if table.kind(name) != "number":
             what = "a date-time column (only the time column may be)" if table.kind(name) == "datetime" else "not numeric"
             raise DataError(f"{source}: column {name!r} is {what}")
@@ -134,11 +135,14 @@ def resolve_roles(
         excluded = {time, trial_column, table.index, *input_names}
         states = [c for c in available if table.kind(c) == "number" and c not in excluded]
         ignored = [c for c in available if table.kind(c) != "number" and c not in excluded]
+        for name in ignored:
+            _refuse_stray_text(table, source, name)
         ignored += list(table.unreadable)
         if ignored:
             notes.append(f"{source}: non-numeric column(s) ignored: {', '.join(map(repr, ignored))}")
         if table.index is not None and table.index != time:
             notes.append(f"{source}: pandas index column {table.index!r} dropped")
+        _refuse_clock_states(table, source, states)
     overlap = set(states) & ({time} | set(input_names))
     if overlap:
         raise UsageError(f"column {sorted(overlap)[0]!r} is given two roles (state and time/input)")
@@ -147,6 +151,46 @@ def resolve_roles(
     if not states:
         raise DataError(f"{source}: no numeric state columns")
     return Roles(time, states, input_names)
+
+
+def _refuse_stray_text(table: Table, source: str, name: str) -> None:
+    """DataError for a text column that is mostly numbers: a few cells such as ``-``, ``?`` or
+    ``n.a.`` made the reader keep it as text, and it would be left out of the states (or refused
+    as not numeric) without saying where. Names the first such cell."""
+    import pandas as pd
+
+    values = table.columns[name]
+    if values.dtype != object:
+        return
+    text = pd.Series(values, dtype=object)
+    present = text.notna() & (text.astype(str).str.strip() != "")
+    # Either decimal mark: a decimal-comma file's numbers stay text in a column that is text.
+    numbers = pd.to_numeric(text.astype(str).str.strip().str.replace(",", ".", regex=False), errors="coerce").notna()
+    strays = present & ~numbers
+    if strays.any() and numbers.sum() > strays.sum():
+        row = int(np.flatnonzero(strays.to_numpy())[0])
+        remedy = (
+            "a row of units under the header? delete it (a unit may go in the header: 'x (m)')" if row == 0
+            else "leave missing values empty or write NA or NaN (or choose the states with --columns)"
+        )
+        raise DataError(
+            f"{source}: column {name!r} holds numbers but {str(values[row]).strip()!r} at row {row + 1}; {remedy}"
+        )
+
+
+def _refuse_clock_states(table: Table, source: str, states: list[str]) -> None:
+    """DataError for a column chosen as a state by default that is named like a time or sample
+    index (``seconds``, ``time_s``, ``index`` from ``reset_index()``) and increases every row:
+    as a state it would be a ramp the model has to learn, and the real time axis would be lost."""
+    for name in states:
+        values = np.asarray(table.columns[name], dtype=float)
+        values = values[~np.isnan(values)]
+        if is_clock_name(name) and values.size >= 3 and bool(np.all(np.diff(values) > 0)):
+            raise DataError(
+                f"{source}: column {name!r} is named like a time or sample index and increases every "
+                f"row, so it is not taken as a state; give --time-column {name!r} if it is the time, "
+                "or choose the states with --columns"
+            )
 
 
 def _find(table: Table, source: str, name: str, option: str, exact: bool = False) -> str:

@@ -7,13 +7,14 @@ types (numbers, date-times, text) and pandas' own index; they never choose roles
 
 from __future__ import annotations
 
+import gzip
 import io
 import re
 import sys
 from pathlib import Path
 from typing import BinaryIO
 
-from dynid.data.delimited import read_delimited
+from dynid.data.delimited import GZIP_MAGIC, read_delimited
 from dynid.data.hdf5 import read_hdf5
 from dynid.data.table import Table
 from dynid.errors import DataError
@@ -50,7 +51,13 @@ def read_tables(
     """
     if spec == "-":
         stream = stdin if stdin is not None else sys.stdin.buffer
-        return [read_delimited(io.BytesIO(stream.read()), "<stdin>", default_sep=",", sep=sep, decimal=decimal)]
+        raw = stream.read()
+        if raw.startswith(GZIP_MAGIC):  # `cat data.csv.gz | dynid ...`
+            try:
+                raw = gzip.decompress(raw)
+            except (OSError, EOFError) as exc:
+                raise DataError(f"<stdin>: damaged gzip data ({exc})") from None
+        return [read_delimited(io.BytesIO(raw), "<stdin>", default_sep=",", sep=sep, decimal=decimal)]
     path, inner = split_hdf5_path(spec)
     if not Path(path).exists():
         raise DataError(f"{path}: no such file")

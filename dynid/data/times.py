@@ -20,6 +20,14 @@ _ISO = re.compile(
     r"(?:[T ]\d{2}:\d{2}(?::\d{2}(?:[.,]\d+)?)?)?"
     r"\s*(?P<zone>Z|[+-]\d{2}(?::?\d{2})?)?$"
 )
+# Names of columns that count clock time or samples, with an optional unit suffix (``time_s``,
+# ``Elapsed_ms``): an increasing one is never taken as a state unless --columns names it.
+_CLOCK_NAME = re.compile(
+    r"^(?:t|time|times|timestamp|datetime|date|seconds|secs?|elapsed(?:[ _-]?time)?|epoch|"
+    r"unix[ _-]?time|index|idx|samples?|sample[ _-]?(?:index|number|no)|step|frame|tick)"
+    r"(?:[ _-]?(?:s|ms|us|ns|sec|secs|seconds|min|mins|h|hours?|days?))?$",
+    re.IGNORECASE,
+)
 # "time (s)", "t [ms]", "time/s": a name and its unit.
 _UNIT_HEADER = re.compile(r"^(?P<base>.+?)\s*(?:\((?P<p>[^()]+)\)|\[(?P<b>[^\[\]]+)\]|/(?P<s>[^/\s]+))$")
 
@@ -36,6 +44,12 @@ def split_unit(header: str) -> tuple[str, str | None]:
 def is_time_name(header: str, names: tuple[str, ...] = AUTO_TIME_NAMES) -> bool:
     """Whether ``header``, without its unit, is one of ``names`` (case-insensitive)."""
     return split_unit(header)[0].lower() in names
+
+
+def is_clock_name(header: str) -> bool:
+    """Whether ``header`` names clock time or a sample count (``seconds``, ``time_s``,
+    ``index``, ``sample``, ``Elapsed [ms]``...), the names users give time columns."""
+    return bool(_CLOCK_NAME.match(split_unit(header)[0]))
 
 
 def parse_iso_datetimes(values: np.ndarray) -> tuple[np.ndarray, bool] | None:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import io
 from typing import Optional
 
 import numpy as np
@@ -29,7 +28,7 @@ def write_table(
 
     ``.h5``/``.hdf5`` targets get a 2-D dataset ``/data`` (attribute ``columns``) with a 1-D
     ``/t`` beside it - the layout ``dynid.load`` reads back. Anything else (``-`` = stdout) is
-    CSV; numbers are written with 17 significant digits so they read back bit-identically.
+    CSV; numbers are written as the shortest text that reads back bit-identically.
     ``time_origin`` (CSV only): ``t`` are seconds since this ISO-8601 date-time and the time
     column is written as date-times (``iso_times``).
     """
@@ -43,11 +42,12 @@ def write_table(
             data.attrs["columns"] = np.array(names, dtype=object)
             handle.create_dataset(time_name if time_name in ("t", "time") else "t", data=t)
         return
-    numbers = io.StringIO()
-    np.savetxt(numbers, np.asarray(values, dtype=float).reshape(len(t), -1), delimiter=",", fmt="%.17g")
-    times = iso_times(t, time_origin) if time_origin is not None else [f"{value:.17g}" for value in t]
+    # Python's float repr: the shortest text that reads back bit-identically (4.01, where
+    # 17 significant digits show 4.0099999999999998).
+    numbers = [",".join(map(repr, row)) for row in np.asarray(values, dtype=float).reshape(len(t), -1).tolist()]
+    times = iso_times(t, time_origin) if time_origin is not None else [repr(value) for value in np.asarray(t, dtype=float).tolist()]
     header = ",".join(_csv_field(name) for name in (time_name, *names)) + "\n"
-    rows = zip(times, numbers.getvalue().splitlines(), strict=True)
+    rows = zip(times, numbers, strict=True)
     write_text(target, header + "".join(f"{when},{row}\n" for when, row in rows))
 
 

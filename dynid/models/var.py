@@ -19,7 +19,7 @@ from typing import Any, Literal
 import numpy as np
 
 from dynid.data.dataset import Dataset, Trial
-from dynid.errors import DataError
+from dynid.errors import ComputationError, DataError
 from dynid.jsonable import jsonable
 from dynid.linear.design import lagged_design, trial_arrays
 from dynid.linear.dynamics import companion_matrix, rollout, sort_by_modulus
@@ -81,7 +81,18 @@ def _check_probe(max_order: int, k: int, rows: int) -> None:
 
 
 def _best_order(max_order: int, criterion: str, estimate: Callable[[int], VarEstimate]) -> tuple[int, dict[int, float]]:
-    values = {p: estimate(p).information_criterion(criterion) for p in range(1, max_order + 1)}
+    """The order minimising ``criterion`` and the criterion of each order tried. The search stops
+    at the first order whose design is singular: on smooth, noise-free samples (an ODE sampled
+    finely) lags become linearly dependent, and every higher order nests that one. A singular
+    order 1 is an error."""
+    values: dict[int, float] = {}
+    for p in range(1, max_order + 1):
+        try:
+            values[p] = estimate(p).information_criterion(criterion)
+        except ComputationError:
+            if p == 1:
+                raise
+            break
     return min(values, key=lambda p: (values[p], p)), values
 
 
