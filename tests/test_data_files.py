@@ -204,12 +204,25 @@ def test_an_increasing_column_named_like_time_is_not_a_state(tmp_path, clock):
     frame = pd.DataFrame({"x": np.sin(np.arange(N)), "y": np.cos(np.arange(N))})
     frame.insert(0, clock, np.arange(N) * DT)
     frame.to_csv(tmp_path / "d.csv", index=False)
-    with pytest.raises(DataError, match=f"column '{re.escape(clock)}' is named like a time"):
-        load(str(tmp_path / "d.csv"))
-    timed = load(str(tmp_path / "d.csv"), time_column=clock)
-    assert timed.variables == ("x", "y") and timed.dt == pytest.approx(DT, rel=1e-12)
+    for timed in (load(str(tmp_path / "d.csv")), load(str(tmp_path / "d.csv"), time_column=clock)):
+        assert timed.variables == ("x", "y") and timed.dt == pytest.approx(DT, rel=1e-12)
+        assert timed.time_column == clock
+    assert any("taken as the time" in note for note in load(str(tmp_path / "d.csv")).notes)
+    frame.insert(0, "t", np.arange(N) * DT)  # beside a time column it is dropped, with a note
+    frame.to_csv(tmp_path / "d.csv", index=False)
+    beside = load(str(tmp_path / "d.csv"))
+    assert beside.variables == ("x", "y") and beside.time_column == "t"
+    assert any(f"'{clock}' named like a time" in note for note in beside.notes)
     chosen = load(str(tmp_path / "d.csv"), columns=[clock, "x"])  # named, it is a state
     assert chosen.variables == (clock, "x")
+
+
+def test_several_increasing_columns_named_like_time_are_refused(tmp_path):
+    frame = pd.DataFrame({"index": np.arange(N), "seconds": np.arange(N) * DT, "x": np.sin(np.arange(N))})
+    frame.to_csv(tmp_path / "d.csv", index=False)
+    with pytest.raises(DataError, match="'index', 'seconds' are named like a time"):
+        load(str(tmp_path / "d.csv"))
+    assert load(str(tmp_path / "d.csv"), time_column="seconds").variables == ("x",)  # the other dropped
 
 
 def test_a_state_named_like_time_that_does_not_increase_is_kept(tmp_path):

@@ -142,7 +142,7 @@ def resolve_roles(
             notes.append(f"{source}: non-numeric column(s) ignored: {', '.join(map(repr, ignored))}")
         if table.index is not None and table.index != time:
             notes.append(f"{source}: pandas index column {table.index!r} dropped")
-        _refuse_clock_states(table, source, states)
+        time, states = _clock_columns_out_of_states(table, source, time, states, notes)
     overlap = set(states) & ({time} | set(input_names))
     if overlap:
         raise UsageError(f"column {sorted(overlap)[0]!r} is given two roles (state and time/input)")
@@ -178,19 +178,37 @@ def _refuse_stray_text(table: Table, source: str, name: str) -> None:
         )
 
 
-def _refuse_clock_states(table: Table, source: str, states: list[str]) -> None:
-    """DataError for a column chosen as a state by default that is named like a time or sample
-    index (``seconds``, ``time_s``, ``index`` from ``reset_index()``) and increases every row:
-    as a state it would be a ramp the model has to learn, and the real time axis would be lost."""
+def _clock_columns_out_of_states(
+    table: Table, source: str, time: str | None, states: list[str], notes: list[str]
+) -> tuple[str | None, list[str]]:
+    """(time, states) with the default states' clock columns taken out: a column named like a
+    time or sample index (``seconds``, ``time_s``, ``index`` from ``reset_index()``) that
+    increases every row is no state (as one it would be a ramp the model has to learn, and the
+    time axis would be lost). With no time column found, the one such column is the time; beside
+    a time column, they are dropped; several with no time column are refused (which is the
+    time is the user's call). Each choice is said in ``notes``."""
+    clocks = []
     for name in states:
         values = np.asarray(table.columns[name], dtype=float)
         values = values[~np.isnan(values)]
         if is_clock_name(name) and values.size >= 3 and bool(np.all(np.diff(values) > 0)):
-            raise DataError(
-                f"{source}: column {name!r} is named like a time or sample index and increases every "
-                f"row, so it is not taken as a state; give --time-column {name!r} if it is the time, "
-                "or choose the states with --columns"
-            )
+            clocks.append(name)
+    if not clocks:
+        return time, states
+    remaining = [name for name in states if name not in clocks]
+    shown = ", ".join(map(repr, clocks))
+    if time is not None:
+        notes.append(f"{source}: column(s) {shown} named like a time or sample index and increasing "
+                     f"every row dropped (the time is {time!r}; name them in --columns to keep them)")
+        return time, remaining
+    if len(clocks) > 1:
+        raise DataError(
+            f"{source}: columns {shown} are named like a time or sample index and increase every row; "
+            "give the time with --time-column (and the states with --columns)"
+        )
+    notes.append(f"{source}: column {clocks[0]!r} taken as the time (named like a time or sample index "
+                 "and increasing every row; --time-column or --columns choose otherwise)")
+    return clocks[0], remaining
 
 
 def _find(table: Table, source: str, name: str, option: str, exact: bool = False) -> str:
