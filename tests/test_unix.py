@@ -197,3 +197,15 @@ def test_iso_time_column_without_zone_and_refusals(files, tmp_path, capsys):
     h5 = tmp_path / "f.h5"
     assert main(["forecast", str(model), str(naive), "--time-column", "when", "-n", "2", "-o", str(h5), "--time-format", "iso"]) == 2
     assert "HDF5" in capsys.readouterr().err and not h5.exists()
+
+
+@pytest.mark.parametrize(("value", "colour"), [(None, True), ("", True), ("1", False), ("0", False)])
+def test_no_color_turns_colour_off_when_set_and_not_empty(monkeypatch, value, colour):
+    from dynid.cli import output
+
+    monkeypatch.setattr(output.sys.stderr, "isatty", lambda: True, raising=False)
+    if value is None:
+        monkeypatch.delenv("NO_COLOR", raising=False)
+    else:
+        monkeypatch.setenv("NO_COLOR", value)
+    assert output.stderr_is_tty() is colour

@@ -15,7 +15,9 @@ ARGUMENTS: ContextVar[tuple[str, ...]] = ContextVar("dynid_arguments", default=(
 
 
 def stderr_is_tty() -> bool:
-    return sys.stderr.isatty() and "NO_COLOR" not in os.environ
+    """Whether stderr is a terminal that may get colour and progress bars: a TTY, and NO_COLOR
+    unset or empty (no-color.org: only a non-empty value turns colour off)."""
+    return sys.stderr.isatty() and not os.environ.get("NO_COLOR")
 
 
 class Output:
