@@ -156,6 +156,7 @@ class Geometry:
 
     @property
     def escaped(self) -> bool:
+        """Whether the run diverged or left the data's range (``diverged``)."""
         return not np.isfinite(self.d_stsp)
 
     def excess(self, best: Geometry) -> float:
