@@ -17,7 +17,8 @@ from dynid.metrics.dsr import power_spectrum_distance, state_space_divergence
 from dynid.metrics.forecast import valid_prediction_time
 from dynid.models.reservoir.esn import INPUT_SCALINGS, LEAKS, ESN, ESNParams, ReservoirSetting
 from dynid.models.reservoir.ngrc import NGRC, NGRCParams, ngrc_features
-from dynid.models.reservoir.readout import RIDGE_GRID, Design, select_readout
+from dynid.errors import ComputationError
+from dynid.models.reservoir.readout import RIDGE_GRID, Design, FreeRun, select_readout
 from dynid.systems import simulate
 
 DT = 0.025  # Gauthier et al. 2021's Lorenz sampling
@@ -197,23 +198,30 @@ def test_geometry_gate_rejects_the_esn_setting_whose_free_run_settles_on_an_equi
     assert state_space_divergence(reference, run) <= 1.0
 
 
-def test_the_gate_admits_free_runs_on_the_attractor_and_skill_ranks_only_those():
-    """Two settings of one regression: "still" scores more held-out steps but its free run
-    stands at a point, "moving" runs on the attractor (another clean Lorenz trajectory). With
-    the data as geometry reference the gate leaves "still" out; without, skill alone picks it."""
-    reference = lorenz(6000)[:2000]
-    on_attractor = lorenz(20_000, x0=(1.0, 1.0, 1.0))
+def fixed_designs(runs: dict[str, FreeRun], skill: dict[str, float]):
+    """Designs of one random regression per name, each scoring ``skill[name]`` held-out steps
+    at every ridge and running freely as ``runs[name]``: the gate's inputs, made to order."""
     rng = np.random.default_rng(0)
     features, targets = rng.standard_normal((50, 2)), rng.standard_normal((50, 3))
-    runs = {"still": lambda w, b, steps: np.tile(reference[0], (steps, 1)),
-            "moving": lambda w, b, steps: on_attractor[:steps]}
-    skill = {"still": 120.0, "moving": 80.0}
 
     def design(name: str) -> Design:
         return Design(features, targets,
                       lambda weights, bias, held_out: np.full(len(weights), skill[name]),
                       runs[name])
 
+    return design
+
+
+def test_the_gate_admits_free_runs_on_the_attractor_and_skill_ranks_only_those():
+    """Two settings of one regression: "still" scores more held-out steps but its free run
+    stands at a point, "moving" runs on the attractor (another clean Lorenz trajectory). With
+    the data as geometry reference the gate leaves "still" out; without, skill alone picks it."""
+    reference = lorenz(6000)[:2000]
+    on_attractor = lorenz(20_000, x0=(1.0, 1.0, 1.0))
+    design = fixed_designs(
+        {"still": lambda w, b, steps: np.tile(reference[0], (steps, 1)),
+         "moving": lambda w, b, steps: on_attractor[:steps]},
+        {"still": 120.0, "moving": 80.0})
     chosen, _, _, scores = select_readout(["still", "moving"], design, None, reference)
     assert chosen == "moving"
     assert [score.admissible for score in scores] == [False, True]
@@ -243,3 +251,37 @@ def test_among_admitted_settings_of_equal_skill_the_free_run_closer_to_the_data_
     assert [score.admissible for score in scores] == [True, True]
     assert [score.skill for score in scores] == [200.0, 200.0]
     assert chosen == "near" and readout.ridge == RIDGE_GRID[0]
+
+
+def test_when_every_gate_run_diverges_the_fit_fails_instead_of_choosing_by_skill():
+    """Two settings whose free runs both overflow (NaN): the gate must not read inf against inf
+    as "as good as the best" and hand the choice to skill; no read-out can forecast."""
+    reference = lorenz(6000)[:2000]
+    nan_run = lambda w, b, steps: np.full((steps, 3), np.nan)  # noqa: E731
+    design = fixed_designs({"a": nan_run, "b": nan_run}, {"a": 120.0, "b": 80.0})
+    with pytest.raises(ComputationError, match="diverged or left the data's range"):
+        select_readout(["a", "b"], design, None, reference)
+
+
+def test_a_free_run_that_escapes_the_data_never_wins_though_its_start_looks_right():
+    """"escapes" follows the attractor and, in its last 1 %, jumps three data ranges beyond it
+    (bounded, finite): D_stsp drops samples outside the data's box, so its measures (1.45 /
+    0.26) look far better than those of "still", which stands at a point inside (14.2 / 0.48).
+    Its forecasts run away; the bounded run wins, and with only escaping runs the fit fails."""
+    reference = lorenz(6000)[:2000]
+    on_attractor = lorenz(20_000, x0=(1.0, 1.0, 1.0))
+    beyond = reference.max(axis=0) + 3 * np.ptp(reference, axis=0)
+
+    def escapes(w, b, steps):
+        run = on_attractor[:steps].copy()
+        run[-steps // 100 :] = beyond
+        return run
+
+    still = lambda w, b, steps: np.tile(reference[0], (steps, 1))  # noqa: E731
+    design = fixed_designs({"escapes": escapes, "still": still}, {"escapes": 150.0, "still": 50.0})
+    chosen, _, _, scores = select_readout(["escapes", "still"], design, None, reference)
+    assert chosen == "still"
+    assert [score.admissible for score in scores] == [False, True]
+    assert scores[0].geometry is not None and scores[0].geometry.escaped
+    with pytest.raises(ComputationError):
+        select_readout(["escapes", "escapes"], design, None, reference)

@@ -22,6 +22,12 @@ setting's read-out (fitted on all rows, with its best ridge) runs freely for sev
 data's length, and only settings whose run reproduces the data's state-space occupation and
 power spectrum (D_stsp and D_H of ``dynid.metrics.dsr`` against the data) nearly as well as
 the best setting's run are admissible; skill ranks the admissible ones.
+A run that diverges, or leaves the data's range by more than the range itself
+(``ESCAPE_MARGIN``), is never admissible, whatever the other runs do: the binned D_stsp drops
+samples outside the data's box, so a run that follows the attractor for a while and then
+escapes to a bounded region far off reads as well as its first part; and when every setting's
+run escapes, the fit fails (``ComputationError``) rather than return a model whose forecasts
+run away.
 Geometry gates rather than ranks: against 10,000 noisy samples it separates runs on the
 attractor from runs off it (D_H 0.04 against 0.08-0.6 there), but not good runs from each
 other (the data's own noise and finite length blur both measures). The two measures are joined
@@ -37,7 +43,7 @@ from typing import Generic, TypeVar
 
 import numpy as np
 
-from dynid.errors import DataError
+from dynid.errors import ComputationError, DataError
 from dynid.metrics.dsr import power_spectrum_distance, state_space_divergence
 from dynid.metrics.forecast import one_step_metrics
 
@@ -55,6 +61,10 @@ GEOMETRY_LENGTHS = 3
 GEOMETRY_MIN_STEPS = 10_000
 GEOMETRY_MAX_STEPS = 50_000
 GEOMETRY_TOLERANCE = 1.5
+# A gate run has escaped when it leaves the reference's range widened on each side by this many
+# times the range: far beyond where any continuation of the data goes (the binned D_stsp's box
+# adds only 0.1 sd).
+ESCAPE_MARGIN = 1.0
 
 # (weights (C, k, d), bias (C, d), held-out row indices into the design) -> (C,) mean valid
 # closed-loop steps of the C read-outs: one call scores every candidate ridge at once.
@@ -139,6 +149,16 @@ class Geometry:
     d_stsp: float
     d_h: float
 
+    @classmethod
+    def diverged(cls) -> Geometry:
+        """A run that diverged or escaped: the measures' own values for a non-finite run."""
+        return cls(float("inf"), 1.0)
+
+    @property
+    def escaped(self) -> bool:
+        """Whether the run diverged or left the data's range (``diverged``)."""
+        return not np.isfinite(self.d_stsp)
+
     def excess(self, best: Geometry) -> float:
         """The larger of the two measures' ratios to the best values over the candidates (1:
         as good as the best on both)."""
@@ -177,11 +197,20 @@ def free_run_geometry(
     free_run: FreeRun, weights: np.ndarray, bias: np.ndarray, reference: np.ndarray
 ) -> Geometry:
     """The geometry of the read-out's free run continuing ``reference`` (T, d), standardised,
-    for GEOMETRY_LENGTHS times T steps (within the step bounds), against ``reference``."""
-    steps = int(np.clip(GEOMETRY_LENGTHS * len(reference), GEOMETRY_MIN_STEPS,
-                        GEOMETRY_MAX_STEPS))
-    run = free_run(weights, bias, steps)
+    for ``gate_steps(T)`` steps, against ``reference``; ``Geometry.diverged()`` for a run that
+    is not finite or leaves the reference's range by more than ESCAPE_MARGIN times the range."""
+    run = free_run(weights, bias, gate_steps(len(reference)))
+    low, high = reference.min(axis=0), reference.max(axis=0)
+    margin = ESCAPE_MARGIN * (high - low)
+    if not np.all((run >= low - margin) & (run <= high + margin)):  # False for NaN too
+        return Geometry.diverged()
     return Geometry(state_space_divergence(reference, run), power_spectrum_distance(reference, run))
+
+
+def gate_steps(length: int) -> int:
+    """Steps of a gate run for a reference of ``length`` samples: GEOMETRY_LENGTHS times it,
+    within the step bounds."""
+    return int(np.clip(GEOMETRY_LENGTHS * length, GEOMETRY_MIN_STEPS, GEOMETRY_MAX_STEPS))
 
 
 def select_readout(
@@ -196,8 +225,10 @@ def select_readout(
     ridge None tries every ridge of ``RIDGE_GRID``. Every (candidate, ridge) pair is scored by
     ``cross_validated_skill``, and each candidate keeps its best ridge (ties to the larger, the
     smoother map). With a ``reference`` (T, d) (the standardised training trial the designs'
-    ``free_run`` continues) and several candidates, only those whose free run's
-    ``Geometry.excess`` is within GEOMETRY_TOLERANCE times the least are admissible. The
+    ``free_run`` continues) and several candidates, only those whose free run stays within
+    reach of the data (``free_run_geometry``) and whose ``Geometry.excess`` is within
+    GEOMETRY_TOLERANCE times the least are admissible; ComputationError when every run
+    escapes (then no candidate's read-out can be trusted to forecast). The
     admissible candidate with the largest skill wins, ties going to the smaller
     ``Geometry.excess`` (where the gate ran), then to the larger ridge, then to the earlier
     candidate. (Skill is censored at SKILL_HORIZON steps: on denoised records several settings
@@ -227,11 +258,18 @@ def select_readout(
         geometries.append(_gate_geometry(built, chosen[-1], reference) if gate else None)
     admissible = [True] * len(candidates)
     excess = [1.0] * len(candidates)
-    if gate:
-        best = Geometry(min(g.d_stsp for g in geometries if g is not None),
-                        min(g.d_h for g in geometries if g is not None))
-        excess = [g.excess(best) for g in geometries if g is not None]
-        admissible = [e <= GEOMETRY_TOLERANCE * min(excess) for e in excess]
+    if gate and reference is not None:
+        measured = [g for g in geometries if g is not None]
+        if all(g.escaped for g in measured):
+            raise ComputationError(
+                f"the free run of every one of the {len(measured)} candidate settings diverged "
+                f"or left the data's range within {gate_steps(len(reference))} steps, so no "
+                "read-out fitted to these data forecasts stably; try other settings with -p "
+                "or another model")
+        best = Geometry(min(g.d_stsp for g in measured), min(g.d_h for g in measured))
+        excess = [g.excess(best) for g in measured]
+        admissible = [not g.escaped and e <= GEOMETRY_TOLERANCE * min(excess)
+                      for g, e in zip(measured, excess)]
     scores = [Score(*fields) for fields in zip(
         candidates, [skill[r] for skill, r in zip(skills, chosen)], chosen, geometries, admissible)]
     winner = max(range(len(scores)), key=lambda i: (
