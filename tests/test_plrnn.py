@@ -148,7 +148,8 @@ def test_training_windows_stay_inside_trials():
               for i, n in enumerate([30, 12, 9])]  # the third is shorter than a window
     series = Series.of(trials, torch.device("cpu"))
     settings = GTFSettings(alpha=None, interval=1, batch=500, batches=1, sequence=7, warmup=2,
-                           epochs=1, lr=1e-3, lr_end=1e-3, regularisation=0.0, noise=0.0)
+                           epochs=1, lr=1e-3, lr_end=1e-3, regularisation=0.0, noise=0.0,
+                           geometry_every=1)
     session = TrainingSession(seed=0)
     strategy = GTFTraining(ShallowPLRNN(1, 4, 0, session.torch_generator), series, None,
                            settings, session)
