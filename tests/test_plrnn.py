@@ -148,7 +148,8 @@ def test_training_windows_stay_inside_trials():
               for i, n in enumerate([30, 12, 9])]  # the third is shorter than a window
     series = Series.of(trials, torch.device("cpu"))
     settings = GTFSettings(alpha=None, interval=1, batch=500, batches=1, sequence=7, warmup=2,
-                           epochs=1, lr=1e-3, lr_end=1e-3, regularisation=0.0, noise=0.0)
+                           epochs=1, lr=1e-3, lr_end=1e-3, regularisation=0.0, noise=0.0,
+                           geometry_every=1)
     session = TrainingSession(seed=0)
     strategy = GTFTraining(ShallowPLRNN(1, 4, 0, session.torch_generator), series, None,
                            settings, session)
@@ -157,6 +158,93 @@ def test_training_windows_stay_inside_trials():
     # Every window lies in one trial (constant values), and every full window is drawn.
     assert torch.all(x == x[:, :1]) and set(x[:, 0, 0].tolist()) == {0.0, 1.0}
     assert set(first.tolist()) == set(range(0, 21)) | set(range(30, 33))
+
+
+# -- the model choice: geometry of a long free run ----------------------------------------------
+def spiral_cell(factor: float):
+    """An AL-RNN (3 latents, its one ReLU unit read by nothing) that turns its first two latents
+    by THETA a step and scales them by ``factor``: 1 the unit circle, < 1 a spiral into the
+    origin, > 1 one out to infinity."""
+    cell = ALRNN(3, 1, 0, torch.Generator().manual_seed(0))
+    c, s = np.cos(THETA) * factor, np.sin(THETA) * factor
+    with torch.no_grad():
+        cell.A.copy_(torch.tensor([c, c, 0.0]))
+        cell.W.zero_()
+        cell.W[0, 1], cell.W[1, 0] = -s, s
+        cell.h.zero_()
+    return cell
+
+
+def test_free_run_check_ranks_by_geometry_then_divergence():
+    from dynid.models.rnn.gtf import FreeRunCheck, Series, free_run_check
+
+    t = np.arange(600)
+    circle = np.stack([np.cos(THETA * t), np.sin(THETA * t)], axis=1)
+    data = Series.of([(circle, circle, np.zeros((600, 0)))], torch.device("cpu"))
+    exact, decaying, growing = (free_run_check(spiral_cell(f), data, 0, 0.5)
+                                for f in (1.0, 0.99, 1.01))
+    # The cell that generated the data reproduces its histogram and spectrum.
+    assert not exact.diverged and exact.d_stsp < 0.01 and exact.d_h < 0.01, exact
+    # 0.99^600 = 0.002: bounded, but its mass sits at the origin, where the data have none.
+    assert not decaying.diverged and decaying.d_stsp > 5.0, decaying
+    # 1.01^600 = 390 times the data's radius: diverged, behind every bounded run.
+    assert growing.diverged and growing.score() > decaying.score() > exact.score()
+    # Among diverged runs the 20-step error decides; without one a diverged run is last.
+    assert (FreeRunCheck(np.inf, 1.0, True, 0.1).score()
+            < FreeRunCheck(np.inf, 1.0, True, 0.2).score()
+            < FreeRunCheck(np.inf, 1.0, True, None).score() == np.inf)
+
+
+def test_the_kept_weights_are_the_checked_epoch_with_the_best_free_run(monkeypatch):
+    from dynid.models.rnn import gtf
+
+    scores = {}
+    measured = gtf.GTFTraining.validation_loss
+
+    def recorded(self):
+        score = measured(self)
+        if np.isfinite(score):
+            scores[self.epoch] = score
+        return score
+
+    monkeypatch.setattr(gtf.GTFTraining, "validation_loss", recorded)
+    model, _ = fit_rotation("plrnn", [0, 1], ["hidden=20", "geometry_every=7"])
+    assert sorted(scores) == [7, 14, 21, 28, 30]  # every 7 epochs and the last (QUICK's 30th)
+    best = min(scores, key=scores.get)
+    assert model.metrics_["best_epoch"] == best
+    kept = model.metrics_["free_run_d_stsp"] + model.metrics_["free_run_d_h"]
+    assert kept == pytest.approx(scores[best], rel=1e-9)
+
+
+def test_alrnn_keeps_a_bounded_epoch_where_the_last_diverges():
+    # Short AL-RNN training on Lorenz-63 whose free runs from the data's start diverge at
+    # epochs 1, 3 and 4 and stay bounded at epoch 2 (measured: the pattern "DbDD"). Checked
+    # every epoch, the fit keeps epoch 2, and its free run over the record stays inside the
+    # data's box; kept by the last epoch (the only one checked), the same training's run
+    # escapes. The 20-step error, which chose before, falls from epoch to epoch.
+    from dynid.systems import simulate
+
+    train = simulate("lorenz", n=4000, dt=0.01).x
+    data = Dataset.from_arrays(train, t=0.01 * np.arange(4000), variables=["x", "y", "z"])
+    start = Dataset.from_arrays(train[:26], t=0.01 * np.arange(26), variables=["x", "y", "z"])
+    params = ["epochs=4", "batches=30", "alpha=0.4", "lr_end=3e-3"]
+    spread = np.ptp(train, axis=0)
+
+    def free_run(every: int) -> tuple[dict, bool]:
+        """The fit's metrics, and whether its free run from the data's start (the first 26
+        samples infer the state) stays finite and within the data's range +- that range."""
+        model = api.fit(data, "alrnn", params + [f"geometry_every={every}"], seed=0,
+                        device="cpu").model
+        with np.errstate(all="ignore"):
+            run = model.simulate(start.trials[0], 3974)
+        return model.metrics_, bool(np.all(np.isfinite(run))
+                                    and np.all(run >= train.min(axis=0) - spread)
+                                    and np.all(run <= train.max(axis=0) + spread))
+
+    chosen, bounded = free_run(1)
+    assert chosen["best_epoch"] == 2 and not chosen["free_run_diverged"] and bounded
+    last, bounded = free_run(4)
+    assert last["best_epoch"] == 4 and last["free_run_diverged"] and not bounded
 
 
 # -- recovery of a known system ---------------------------------------------------------------

@@ -63,15 +63,21 @@ class GTFParams(Hyperparameters):
         0.0, "sd of Gaussian noise added to every batch (standardised units): noise robustness")
     smoothing: int = param(
         0, "Savitzky-Golay window (odd, samples) for the forcing signals of noisy data; 0 = raw")
-    validation: float = param(0.1, "fraction of each trial held out for early stopping")
-    patience: int | None = param(20, "epochs without a better held-out 20-step error; none = all")
+    validation: float = param(0.1, "fraction of each trial held out for the 20-step error")
+    geometry_every: int = param(
+        5, "epochs between two checks of a free run as long as the training data: the weights "
+           "kept are those whose run best reproduces the data's geometry (D_stsp + D_H)")
+    patience: int | None = param(
+        20, "epochs without a better free-run geometry (checked every geometry_every); "
+            "none = all")
 
     def __post_init__(self) -> None:
         if self.latent is not None and self.latent < 1:
             raise ValueError(f"latent must be a positive integer, not {self.latent}")
         if self.alpha is not None and not 0.0 <= self.alpha <= 1.0:
             raise ValueError(f"alpha must lie in [0, 1] or be none, not {self.alpha}")
-        for name in ("forcing_interval", "epochs", "batches", "batch", "sequence"):
+        for name in ("forcing_interval", "epochs", "batches", "batch", "sequence",
+                     "geometry_every"):
             if getattr(self, name) < 1:
                 raise ValueError(f"{name} must be a positive integer, not {getattr(self, name)}")
         if self.warmup < 0:
@@ -153,7 +159,7 @@ class GTFBackend(Backend):
             alpha=params.alpha, interval=params.forcing_interval, batch=params.batch,
             batches=params.batches, sequence=sequence, warmup=warmup, epochs=params.epochs,
             lr=params.lr, lr_end=params.lr_end, regularisation=params.regularisation,
-            noise=params.noise)
+            noise=params.noise, geometry_every=params.geometry_every)
         target = torch.device(device)
         n, m = self.n_variables, self.n_inputs
 
@@ -168,11 +174,15 @@ class GTFBackend(Backend):
             result = train(strategy, TrainingConfig(
                 max_epochs=params.epochs, patience=params.patience, name=self.name,
                 stage=f"{self.name} (GTF)"), session)
+            kept = strategy.check()
             self.cell_ = cell.cpu()
             self.metrics_ = {
                 "epochs": result.epochs, "stopped": result.stopped,
                 "best_epoch": result.best_epoch,
-                "validation_error_20_steps": result.best_validation_loss,
+                "free_run_diverged": kept.diverged,
+                "free_run_d_stsp": None if kept.diverged else kept.d_stsp,
+                "free_run_d_h": None if kept.diverged else kept.d_h,
+                "validation_error_20_steps": kept.error_20_steps,
                 "alpha": strategy.alpha, "latent": self.latent,
                 **self._region_summary(series([np.hstack(t) for t in trials],
                                               torch.device("cpu"))),
