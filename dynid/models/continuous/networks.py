@@ -40,14 +40,26 @@ class _RK4:
 
 
 class NeuralField(_RK4, nn.Module):
-    """dx/dt = f(x, u), f an MLP of d + m inputs."""
+    """dx/dt = f(x, u), f an MLP of d + m inputs; with ``affine``, plus a linear map
+    A (d, d + m) of [x, u] (the MLP's output bias is the constant), A starting at zero."""
 
-    def __init__(self, d: int, m: int, width: int, depth: int) -> None:
+    def __init__(self, d: int, m: int, width: int, depth: int, affine: bool = False) -> None:
         super().__init__()
         self.net = _mlp(d + m, width, depth, d)
+        # Zero, drawn from no generator: the MLP starts as it would without the linear path.
+        self.linear = nn.Parameter(torch.zeros(d, d + m)) if affine else None
+
+    def start_affine(self, a: torch.Tensor, b: torch.Tensor) -> None:
+        """Start the field at A = a (d, d + m) and constant b (d,) plus the MLP's small part."""
+        assert self.linear is not None, "the field has no linear map"
+        with torch.no_grad():
+            self.linear.copy_(a)
+            self.net[-1].bias.copy_(b)
 
     def field(self, x: torch.Tensor, u: torch.Tensor | None) -> torch.Tensor:
-        return self.net(_with_inputs(x, u))
+        inputs = _with_inputs(x, u)
+        dx = self.net(inputs)
+        return dx if self.linear is None else dx + inputs @ self.linear.T
 
 
 class ConvexPotential(nn.Module):

@@ -14,6 +14,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+import numpy as np
+
+from dynid.models.base import param
 from dynid.models.continuous.base import ContinuousBackend, SolvedParams, redefault
 
 if TYPE_CHECKING:
@@ -34,6 +37,8 @@ class NODEParams(SolvedParams):
     epochs: int = redefault("epochs", 40)
     lr: float = redefault("lr", 0.01)
     lbfgs: int | None = redefault("lbfgs", None)
+    affine: bool = param(
+        False, "add a linear map of the (standardised) states and inputs to the MLP's field")
 
 
 class NODE(ContinuousBackend):
@@ -48,4 +53,25 @@ class NODE(ContinuousBackend):
         from dynid.models.continuous.networks import NeuralField
 
         params: NODEParams = self.params  # type: ignore[assignment]
-        return NeuralField(d, m, params.width, params.depth).double()
+        return NeuralField(d, m, params.width, params.depth, params.affine).double()
+
+    def _initialise(self, network: torch.nn.Module, rows: list[np.ndarray]) -> None:
+        import torch
+
+        params: NODEParams = self.params  # type: ignore[assignment]
+        if params.affine:
+            a, b = finite_difference_fit(rows, self.n_variables)
+            network.start_affine(torch.as_tensor(a), torch.as_tensor(b))  # type: ignore[operator]
+
+
+def finite_difference_fit(rows: list[np.ndarray], d: int) -> tuple[np.ndarray, np.ndarray]:
+    """The least-squares affine field dz/dt ~ A [z, u] + b of the trials' [t, z, u] rows
+    (n_i, 1 + d + m): A (d, d + m), b (d,). The slopes are the differences between
+    consecutive samples over their time steps, fitted at the midpoints (second order in the
+    step, where the slope is exact for a linear trajectory segment)."""
+    slopes = [np.diff(r[:, 1 : 1 + d], axis=0) / np.diff(r[:, 0])[:, None] for r in rows]
+    points = [0.5 * (r[1:, 1:] + r[:-1, 1:]) for r in rows]
+    design = np.vstack(points)
+    design = np.hstack([design, np.ones((design.shape[0], 1))])
+    coefficients = np.linalg.lstsq(design, np.vstack(slopes), rcond=None)[0]  # (d + m + 1, d)
+    return coefficients[:-1].T, coefficients[-1]
