@@ -1,18 +1,18 @@
 """dynid's ``node`` beside a plain torchdiffeq neural ODE (issue 14: "torchdiffeq-based code (fit
 time, accuracy)"), on node_vanderpol.py's data and new starts.
 
-The torchdiffeq model is what its documentation and examples lead one to write: the same tanh
-MLP (``width`` x ``depth``, float64, on the same standardised states), Adam with the same
-learning rate and cosine decay over the same number of epochs, minibatches (``batch``) of the
-same multiple-shooting segments (``segment`` intervals, every start sample of the fit part,
-the first ``1 - validation`` of each trial). torchdiffeq's ``odeint`` takes one time vector
-for a batch, so a minibatch of irregularly sampled segments is integrated over the sorted
-union of their times measured from each segment's start (the usual way, as in Rubanova et
-al.'s Latent ODEs), with ``dopri5`` at rtol 1e-6, atol 1e-8 (or ``--method rk4`` at half the
-median step). With ``lbfgs``, Adam is followed by the same full-batch L-BFGS stage as dynid's
-(torch.optim.LBFGS with dynid's settings, the loss summed over all segments in chunks of
-``batch``). No early stopping, no keeping of the best held-out weights and no fine-tuning
-stage: those are dynid's.
+The torchdiffeq model is what its documentation and examples lead one to write: the same MLP
+(``width`` x ``depth``, node's ``activation``, float64, on the same standardised states), Adam
+with the same learning rate and cosine decay over the same number of epochs, minibatches
+(``batch``) of the same multiple-shooting segments (``segment`` intervals, every start sample
+of the fit part, the first ``1 - validation`` of each trial). torchdiffeq's ``odeint`` takes
+one time vector for a batch, so a minibatch of irregularly sampled segments is integrated over
+the sorted union of their times measured from each segment's start (the usual way, as in
+Rubanova et al.'s Latent ODEs), with ``dopri5`` at rtol 1e-6, atol 1e-8 (or ``--method rk4``
+at half the median step). With ``lbfgs``, Adam is followed by the same full-batch L-BFGS
+stage as dynid's (torch.optim.LBFGS with dynid's settings, the loss summed over all segments
+in chunks of ``batch``). No early stopping, no keeping of the best held-out weights and no
+fine-tuning stage: those are dynid's.
 
 The ``-p`` options are dynid's node's hyperparameters (its defaults where not given); the
 torchdiffeq model takes width, depth, segment, batch, lr, validation, epochs and lbfgs from
@@ -42,21 +42,18 @@ import torch
 import node_vanderpol as vdp
 from dynid import api
 from dynid.models.continuous.node import NODEParams
+from dynid.models.continuous.networks import ACTIVATIONS
 from dynid.models.continuous.shooting import LBFGSTrainer, segment_trials
 from dynid.training import block_split
+from dynid.training.networks import mlp
 
 
 class Field(torch.nn.Module):
     """dx/dt = MLP(x), as in torchdiffeq's examples (time ignored)."""
 
-    def __init__(self, d: int, width: int, depth: int) -> None:
+    def __init__(self, d: int, width: int, depth: int, activation: str) -> None:
         super().__init__()
-        layers: list[torch.nn.Module] = []
-        size = d
-        for _ in range(depth):
-            layers += [torch.nn.Linear(size, width), torch.nn.Tanh()]
-            size = width
-        self.net = torch.nn.Sequential(*layers, torch.nn.Linear(size, d))
+        self.net = mlp(d, width, depth, d, ACTIVATIONS[activation])
 
     def forward(self, t: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
         return self.net(x)
@@ -84,7 +81,8 @@ class TorchdiffeqNODE:
         self.x = torch.as_tensor(segments.x)
         self.tau = torch.as_tensor(times)
         torch.manual_seed(seed)
-        self.field = Field(data.n_variables, params.width, params.depth).double()
+        self.field = Field(data.n_variables, params.width, params.depth,
+                           params.activation).double()
 
     def _rollout(self, x0: torch.Tensor, tau: torch.Tensor) -> torch.Tensor:
         """States (B, K+1, d) at the times tau (B, K+1) from x0 (B, d) at tau 0."""

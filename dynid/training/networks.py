@@ -1,4 +1,4 @@
-"""Small torch building blocks the trained backends share: a tanh MLP and seeded construction.
+"""Small torch building blocks the trained backends share: an MLP and seeded construction.
 Imports torch at module level: import it only where a network is built."""
 
 from __future__ import annotations
@@ -12,16 +12,23 @@ from torch import nn
 Module = TypeVar("Module", bound=nn.Module)
 
 
-def tanh_mlp(inputs: int, width: int, depth: int, outputs: int) -> nn.Sequential:
-    """inputs -> ``depth`` hidden tanh layers of ``width`` -> outputs (linear), float32, with
-    torch's default initialisation."""
+def mlp(inputs: int, width: int, depth: int, outputs: int,
+        activation: type[nn.Module]) -> nn.Sequential:
+    """inputs -> ``depth`` hidden layers of ``width`` with ``activation`` -> outputs (linear),
+    float32, with torch's default initialisation (an activation has no weights, so a seed
+    gives the same weights whichever it is)."""
     layers: list[nn.Module] = []
     size = inputs
     for _ in range(depth):
-        layers += [nn.Linear(size, width), nn.Tanh()]
+        layers += [nn.Linear(size, width), activation()]
         size = width
     layers.append(nn.Linear(size, outputs))
     return nn.Sequential(*layers)
+
+
+def tanh_mlp(inputs: int, width: int, depth: int, outputs: int) -> nn.Sequential:
+    """``mlp`` with tanh hidden layers."""
+    return mlp(inputs, width, depth, outputs, nn.Tanh)
 
 
 def seeded(build: Callable[[], Module], seed: int) -> Module:

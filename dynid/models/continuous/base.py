@@ -129,6 +129,10 @@ class ContinuousBackend(Backend):
         """The centre of the standardisation of states x (N, d); the mean by default."""
         return x.mean(axis=0)
 
+    def _initialise(self, network: torch.nn.Module, rows: list[np.ndarray]) -> None:
+        """Set a fresh network's weights from the fit rows ([t, z, u] per trial) before
+        training; nothing by default (the network's own initialisation)."""
+
     def _after_training(self) -> dict[str, Any]:
         """Metrics a backend adds once trained (e.g. a stability check)."""
         return {}
@@ -169,7 +173,9 @@ class ContinuousBackend(Backend):
                                  params.lr * REFINE_LR))
         with torch_threads(options.threads):
             network = seeded(lambda: self._network(data.n_variables, data.n_inputs),
-                             0 if seed is None else seed).to(device)
+                             0 if seed is None else seed)
+            self._initialise(network, head)
+            network = network.to(device)
             session = TrainingSession(options, 0 if seed is None else seed)
             trainers: list[ShootingTrainer | LBFGSTrainer] = []
             stage_metrics: dict[str, Any] = {}

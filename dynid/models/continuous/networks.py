@@ -15,12 +15,18 @@ from torch import nn
 from torch.nn.functional import softplus
 
 from dynid.models.continuous.integrate import rk4_step
-from dynid.training.networks import tanh_mlp
+from dynid.training.networks import mlp
 
 
-def _mlp(inputs: int, width: int, depth: int, outputs: int) -> nn.Sequential:
-    """tanh MLP; the last layer starts small so training starts from a near-zero field."""
-    network = tanh_mlp(inputs, width, depth, outputs)
+# The hidden activations a field's MLP may have, by their -p name.
+ACTIVATIONS: dict[str, type[nn.Module]] = {"tanh": nn.Tanh, "silu": nn.SiLU}
+
+
+def _mlp(inputs: int, width: int, depth: int, outputs: int,
+         activation: str = "tanh") -> nn.Sequential:
+    """An MLP (``ACTIVATIONS``); the last layer starts small so training starts from a
+    near-zero field."""
+    network = mlp(inputs, width, depth, outputs, ACTIVATIONS[activation])
     with torch.no_grad():
         network[-1].weight.mul_(0.1)
         network[-1].bias.zero_()
@@ -40,14 +46,28 @@ class _RK4:
 
 
 class NeuralField(_RK4, nn.Module):
-    """dx/dt = f(x, u), f an MLP of d + m inputs."""
+    """dx/dt = f(x, u), f an MLP of d + m inputs (hidden ``activation``, a name in
+    ``ACTIVATIONS``); with ``affine``, plus a linear map A (d, d + m) of [x, u] (the MLP's
+    output bias is the constant), A starting at zero."""
 
-    def __init__(self, d: int, m: int, width: int, depth: int) -> None:
+    def __init__(self, d: int, m: int, width: int, depth: int, affine: bool = False,
+                 activation: str = "tanh") -> None:
         super().__init__()
-        self.net = _mlp(d + m, width, depth, d)
+        self.net = _mlp(d + m, width, depth, d, activation)
+        # Zero, drawn from no generator: the MLP starts as it would without the linear path.
+        self.linear = nn.Parameter(torch.zeros(d, d + m)) if affine else None
+
+    def start_affine(self, a: torch.Tensor, b: torch.Tensor) -> None:
+        """Start the field at A = a (d, d + m) and constant b (d,) plus the MLP's small part."""
+        assert self.linear is not None, "the field has no linear map"
+        with torch.no_grad():
+            self.linear.copy_(a)
+            self.net[-1].bias.copy_(b)
 
     def field(self, x: torch.Tensor, u: torch.Tensor | None) -> torch.Tensor:
-        return self.net(_with_inputs(x, u))
+        inputs = _with_inputs(x, u)
+        dx = self.net(inputs)
+        return dx if self.linear is None else dx + inputs @ self.linear.T
 
 
 class ConvexPotential(nn.Module):
