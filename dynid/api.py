@@ -18,6 +18,7 @@ import numpy as np
 
 from dynid.data.dataset import Dataset, Trial
 from dynid.data.load import true_runs
+from dynid.data.times import times_after
 from dynid.documents import CAUSAL, INFO, SCORE, SYMBOLIC, tagged
 from dynid.errors import DataError, Diverged, ResourceUnavailable, UsageError
 from dynid.metrics.forecast import masked_rms, valid_steps
@@ -178,7 +179,7 @@ def forecast(
         # irregular sampling reads the history's own times).
         check_step(model, data)
     history = data.trials[-1]
-    t = history.t[-1] + model.dt_ * np.arange(1, horizon + 1)
+    t = times_after(history.t[-1], model.dt_, horizon)
     notes: tuple[str, ...] = ()
     if future_inputs is None and model.capabilities.conditions and model.inputs_:
         future_inputs, note = _kept_condition(model, history, horizon)

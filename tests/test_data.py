@@ -206,3 +206,16 @@ def test_combine_requires_equal_names():
     assert combine([a, b]).n_trials == 2
     with pytest.raises(DataError):
         combine([a, Dataset.from_arrays(np.ones((5, 2)), variables=["a", "c"])])
+
+
+def test_forecast_times_are_the_grid_not_its_binary_sums():
+    from dynid.data.times import times_after
+
+    # 29.99 + 0.01 is 30.000000000000004 in binary: the written forecast showed it.
+    np.testing.assert_array_equal(times_after(29.99, 0.01, 3), [30.0, 30.01, 30.02])
+    assert repr(float(times_after(399.0, 0.01, 1)[0])) == "399.01"
+    # Moved by at most 5e-10 dt, and untouched where the rounding is finer than float precision.
+    third = times_after(0.0, 1 / 3, 300)
+    np.testing.assert_allclose(third, np.arange(1, 301) / 3, rtol=0, atol=5e-10 / 3)
+    epoch = 1.7e9 + 0.001 * np.arange(1, 4)
+    np.testing.assert_array_equal(times_after(1.7e9, 0.001, 3), epoch)

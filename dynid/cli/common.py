@@ -10,6 +10,7 @@ import numpy as np
 from dynid.cli.options import DataOptions, join_names
 from dynid.cli.output import Output
 from dynid.data.dataset import Dataset
+from dynid.data.times import times_after
 from dynid.errors import DataError, UsageError
 from dynid.modelfile import ModelFile, load_model
 from dynid.models.base import Backend
@@ -77,7 +78,7 @@ def _rows_at_forecast_times(
     if table.time_origin is not None and history.time_origin is not None:
         shift = np.datetime64(table.time_origin.removesuffix("Z")) - np.datetime64(history.time_origin.removesuffix("Z"))
         times = times + shift / np.timedelta64(1, "ns") * 1e-9
-    wanted = history.trials[-1].t[-1] + model.dt_ * np.arange(1, horizon + 1)
+    wanted = times_after(history.trials[-1].t[-1], model.dt_, horizon)
     tolerance = 1e-3 * model.dt_  # times written with fewer digits still match
     start = int(np.searchsorted(times, wanted[0] - tolerance))
     chosen = times[start : start + horizon]

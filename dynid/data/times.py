@@ -52,6 +52,18 @@ def is_clock_name(header: str) -> bool:
     return bool(_CLOCK_NAME.match(split_unit(header)[0]))
 
 
+def times_after(last: float, dt: float, count: int) -> np.ndarray:
+    """The ``count`` times (count,) one step ``dt`` apart after ``last`` (same unit), rounded to
+    nine digits below ``dt``'s leading digit: 29.99 + 0.01 is 30.000000000000004 in binary, which
+    the files a forecast writes would show; the rounding moves a time by at most 5e-10 dt, and
+    is skipped where it would be finer than the times' own precision."""
+    times = last + dt * np.arange(1, count + 1)
+    scale = 10.0 ** (9 - int(np.floor(np.log10(dt))))
+    if np.all(np.abs(times) * scale < 2.0**52):
+        times = np.round(times * scale) / scale
+    return times
+
+
 def parse_iso_datetimes(values: np.ndarray) -> tuple[np.ndarray, bool] | None:
     """Strings (n,) as datetime64[ns] if every non-missing one is ISO-8601, else None.
 
