@@ -55,11 +55,6 @@ from dynid.models.latent.params import SizedEMParams
 HELD_OUT = 0.2
 # latent=auto stops trying larger sizes after this many in a row without a better held-out score.
 PATIENCE = 2
-# EM tolerance (per observed value) of latent=auto's candidate fits, when tol is finer: at 1e-6
-# every candidate ran all 200 iterations, while 1e-4 chose the same n on Lorenz-63 and the true
-# 4-latent LDS at a third of the CPU time (benchmarks/README.md); the chosen n's final fit runs
-# at the full tol.
-CANDIDATE_TOL = 1e-4
 # Discrete EM iterations of the start of the continuous model (irregular samples taken as if
 # they were evenly spaced at the median step: a rough start that continuous EM corrects).
 START_ITERATIONS = 10
@@ -384,8 +379,8 @@ def held_out_score(model: StateSpace, trials: list[Trial], cuts: list[int]) -> f
 def _choose_latent(trials: list[Trial], params: LDSParams) -> tuple[int, dict[int, float]]:
     """The latent dimension with the best held-out log-likelihood, and every tried one's.
 
-    Each candidate is fitted (EM to CANDIDATE_TOL) on the first 80% of every trial and scored on
-    the last 20% (``held_out_score``). Sizes are tried upwards and the search stops once PATIENCE sizes in a
+    Each candidate is fitted on the first 80% of every trial and scored on the last 20%
+    (``held_out_score``). Sizes are tried upwards and the search stops once PATIENCE sizes in a
     row have not beaten the best score: the held-out log-likelihood of a linear-Gaussian model
     rises while added states capture structure and falls once they only fit noise, so in
     practice it is unimodal in n (tests/test_lds.py checks the true size is still found).
@@ -397,7 +392,7 @@ def _choose_latent(trials: list[Trial], params: LDSParams) -> tuple[int, dict[in
         if best and n - best > PATIENCE:
             break
         try:
-            model = fit_discrete(training, n, params.max_iter, max(params.tol, CANDIDATE_TOL)).model
+            model = fit_discrete(training, n, params.max_iter, params.tol).model
         except DataError:
             break  # too few samples for this many states, and for any more
         scores[n] = held_out_score(model, trials, cuts)
