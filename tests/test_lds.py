@@ -226,6 +226,15 @@ def test_latent_auto_picks_four():
     assert set(scores) == {str(n) for n in range(1, 7)}
 
 
+def test_latent_auto_stops_two_sizes_past_the_best():
+    # Same data as above with room for 8 states: 5 and 6 score below 4, so 7 and 8 are not fitted.
+    _, y = simulate_lds(true_system(), 1500, seed=2, missing=0.1)
+    model = api.fit(dataset(y), "lds", {"max_latent": 8, "max_iter": 15}, device="cpu").model
+    scores = model.metrics_["held_out_log_likelihood"]
+    assert model.metrics_["latent"] == 4, scores
+    assert set(scores) == {str(n) for n in range(1, 7)}
+
+
 def test_90_percent_interval_covers_the_truth_in_85_to_95_percent_of_steps():
     model, _, _ = fitted(0.3)
     history_length, horizon, rollouts = 50, 10, 200

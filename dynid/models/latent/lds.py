@@ -53,6 +53,8 @@ from dynid.models.latent.params import SizedEMParams
 
 # Fraction of each trial held out when choosing the latent dimension (latent=auto).
 HELD_OUT = 0.2
+# latent=auto stops trying larger sizes after this many in a row without a better held-out score.
+PATIENCE = 2
 # Discrete EM iterations of the start of the continuous model (irregular samples taken as if
 # they were evenly spaced at the median step: a rough start that continuous EM corrects).
 START_ITERATIONS = 10
@@ -68,7 +70,8 @@ class LDSParams(SizedEMParams):
         "auto",
         "number of latent states, or auto: the n in 1..max_latent with the best held-out "
         "log-likelihood of the last 20% of each trial (fitted on the first 80%, with the "
-        "discrete model, irregular samples taken as evenly spaced)",
+        "discrete model, irregular samples taken as evenly spaced); n = 1, 2, ... are tried "
+        "until two in a row do not improve it",
     )
     max_latent: int = param(8, "largest latent dimension latent=auto tries")
     max_iter: int = param(200, "EM iterations at most")
@@ -355,27 +358,46 @@ def fit_discrete(trials: list[Trial], n: int, max_iter: int, tol: float) -> EMRe
     return fit_em(start, trials, max_iter=max_iter, tol=tol)
 
 
+def held_out_split(trials: list[Trial]) -> tuple[list[Trial], list[int]]:
+    """The first 80% of every trial (the candidates' training data) and each trial's cut, the
+    index of its first held-out sample."""
+    cuts = [max(math.ceil((1 - HELD_OUT) * trial.n_samples), 2) for trial in trials]
+    if all(cut >= trial.n_samples for trial, cut in zip(trials, cuts)):
+        raise DataError("latent=auto needs longer trials to hold out their last 20%; set -p latent=N")
+    return [trial.slice(0, cut) for trial, cut in zip(trials, cuts)], cuts
+
+
+def held_out_score(model: StateSpace, trials: list[Trial], cuts: list[int]) -> float:
+    """log p of every trial's samples from its cut on, given those before (the filter runs over
+    the whole trial, only the held-out steps count)."""
+    return float(sum(
+        kalman_filter(model.course(trial.n_samples, trial.u), trial.x).loglik[cut:].sum()
+        for trial, cut in zip(trials, cuts)
+    ))
+
+
 def _choose_latent(trials: list[Trial], params: LDSParams) -> tuple[int, dict[int, float]]:
     """The latent dimension with the best held-out log-likelihood, and every tried one's.
 
-    Each candidate is fitted on the first 80% of every trial; the score is log p of the last
-    20% given what precedes it (the filter runs over the whole trial, only the held-out steps
-    count).
+    Each candidate is fitted on the first 80% of every trial and scored on the last 20%
+    (``held_out_score``). Sizes are tried upwards and the search stops once PATIENCE sizes in a
+    row have not beaten the best score: the held-out log-likelihood of a linear-Gaussian model
+    rises while added states capture structure and falls once they only fit noise, so in
+    practice it is unimodal in n (tests/test_lds.py checks the true size is still found).
     """
-    cuts = [max(math.ceil((1 - HELD_OUT) * trial.n_samples), 2) for trial in trials]
-    training = [trial.slice(0, cut) for trial, cut in zip(trials, cuts)]
-    if all(cut >= trial.n_samples for trial, cut in zip(trials, cuts)):
-        raise DataError("latent=auto needs longer trials to hold out their last 20%; set -p latent=N")
+    training, cuts = held_out_split(trials)
     scores: dict[int, float] = {}
+    best = 0
     for n in range(1, params.max_latent + 1):
+        if best and n - best > PATIENCE:
+            break
         try:
             model = fit_discrete(training, n, params.max_iter, params.tol).model
         except DataError:
             break  # too few samples for this many states, and for any more
-        scores[n] = float(sum(
-            kalman_filter(model.course(trial.n_samples, trial.u), trial.x).loglik[cut:].sum()
-            for trial, cut in zip(trials, cuts)
-        ))
+        scores[n] = held_out_score(model, trials, cuts)
+        if not best or scores[n] > scores[best]:
+            best = n
     if not scores:
         raise DataError("too few samples to fit even one latent state")
-    return max(scores, key=scores.__getitem__), scores
+    return best, scores
