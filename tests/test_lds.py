@@ -218,16 +218,8 @@ def test_a_column_without_values_is_named():
         api.fit(dataset(y), "lds", {"latent": 2})
 
 
-def test_latent_auto_picks_four():
-    _, y = simulate_lds(true_system(), 1500, seed=2, missing=0.1)
-    model = api.fit(dataset(y), "lds", {"max_latent": 6, "max_iter": 15}, device="cpu").model
-    scores = model.metrics_["held_out_log_likelihood"]
-    assert model.metrics_["latent"] == 4, scores
-    assert set(scores) == {str(n) for n in range(1, 7)}
-
-
-def test_latent_auto_stops_two_sizes_past_the_best():
-    # Same data as above with room for 8 states: 5 and 6 score below 4, so 7 and 8 are not fitted.
+def test_latent_auto_picks_four_and_stops_two_sizes_past_it():
+    # Room for 8 states: 5 and 6 score below 4, so 7 and 8 are not fitted.
     _, y = simulate_lds(true_system(), 1500, seed=2, missing=0.1)
     model = api.fit(dataset(y), "lds", {"max_latent": 8, "max_iter": 15}, device="cpu").model
     scores = model.metrics_["held_out_log_likelihood"]
