@@ -119,3 +119,15 @@ def test_bad_shapes_are_a_caller_error():
         state_space_divergence(np.zeros((10, 2)), np.zeros((10, 3)))
     with pytest.raises(ValueError, match="at least 2"):
         power_spectrum_distance(np.zeros((1, 2)), np.zeros((10, 2)))
+
+
+def test_a_run_escapes_beyond_the_range_widened_by_the_range_or_when_not_finite():
+    from dynid.metrics.dsr import escapes
+
+    data = np.column_stack([np.linspace(0.0, 1.0, 50), np.linspace(-2.0, 2.0, 50)])
+    inside = np.array([[-0.99, -5.9], [1.99, 5.9]])  # within one range beyond each side
+    assert not escapes(data, inside)
+    assert escapes(data, np.array([[0.5, 0.0], [2.01, 0.0]]))  # x beyond 1 + 1
+    assert escapes(data, np.array([[0.5, 0.0], [0.5, -6.01]]))  # y beyond -2 - 4
+    assert escapes(data, np.array([[0.5, np.nan], [0.5, 0.0]]))
+    assert not escapes(data, np.array([[0.5, 0.0], [2.01, 0.0]]), margin=1.5)

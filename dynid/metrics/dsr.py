@@ -39,10 +39,16 @@ GMM_SAMPLES = 2000
 GMM_CHUNK = 250  # draws per block of the (draws, components) distance matrix
 GMM_VARIANCE = 1.0
 SPECTRUM_SIGMA = 20.0
+# A free run has escaped when it leaves the data's range widened on each side by this many times
+# the range: far beyond where any continuation of the data goes (the binned D_stsp's box adds
+# only 0.1 sd, and drops the samples outside it, so D_stsp alone cannot see an escape).
+ESCAPE_MARGIN = 1.0
 
 __all__ = [
+    "ESCAPE_MARGIN",
     "N_BINS",
     "SPECTRUM_SIGMA",
+    "escapes",
     "power_spectrum_distance",
     "smoothed_spectra",
     "state_space_divergence",
@@ -60,6 +66,15 @@ def _pair(true: np.ndarray, generated: np.ndarray) -> tuple[np.ndarray, np.ndarr
     if len(x) < 2 or len(y) < 2:
         raise ValueError("both trajectories need at least 2 samples")
     return x, y
+
+
+def escapes(true: np.ndarray, generated: np.ndarray, margin: float = ESCAPE_MARGIN) -> bool:
+    """Whether ``generated`` (T', d) has a non-finite value or leaves the range of ``true``
+    (T, d) widened on each side by ``margin`` times that range: a diverged run."""
+    x, y = _pair(true, generated)
+    low, high = x.min(axis=0), x.max(axis=0)
+    spread = margin * (high - low)
+    return not bool(np.all((y >= low - spread) & (y <= high + spread)))  # False for NaN too
 
 
 def state_space_divergence(

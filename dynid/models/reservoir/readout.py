@@ -23,7 +23,7 @@ data's length, and only settings whose run reproduces the data's state-space occ
 power spectrum (D_stsp and D_H of ``dynid.metrics.dsr`` against the data) nearly as well as
 the best setting's run are admissible; skill ranks the admissible ones.
 A run that diverges, or leaves the data's range by more than the range itself
-(``ESCAPE_MARGIN``), is never admissible, whatever the other runs do: the binned D_stsp drops
+(``dynid.metrics.dsr.escapes``), is never admissible, whatever the other runs do: the binned D_stsp drops
 samples outside the data's box, so a run that follows the attractor for a while and then
 escapes to a bounded region far off reads as well as its first part; and when every setting's
 run escapes, the fit fails (``ComputationError``) rather than return a model whose forecasts
@@ -44,7 +44,7 @@ from typing import Generic, TypeVar
 import numpy as np
 
 from dynid.errors import ComputationError, DataError
-from dynid.metrics.dsr import power_spectrum_distance, state_space_divergence
+from dynid.metrics.dsr import escapes, power_spectrum_distance, state_space_divergence
 from dynid.metrics.forecast import one_step_metrics
 
 # Candidate ridges: penalties on the mean squared error, from effectively none to strong.
@@ -61,10 +61,6 @@ GEOMETRY_LENGTHS = 3
 GEOMETRY_MIN_STEPS = 10_000
 GEOMETRY_MAX_STEPS = 50_000
 GEOMETRY_TOLERANCE = 1.5
-# A gate run has escaped when it leaves the reference's range widened on each side by this many
-# times the range: far beyond where any continuation of the data goes (the binned D_stsp's box
-# adds only 0.1 sd).
-ESCAPE_MARGIN = 1.0
 
 # (weights (C, k, d), bias (C, d), held-out row indices into the design) -> (C,) mean valid
 # closed-loop steps of the C read-outs: one call scores every candidate ridge at once.
@@ -198,11 +194,9 @@ def free_run_geometry(
 ) -> Geometry:
     """The geometry of the read-out's free run continuing ``reference`` (T, d), standardised,
     for ``gate_steps(T)`` steps, against ``reference``; ``Geometry.diverged()`` for a run that
-    is not finite or leaves the reference's range by more than ESCAPE_MARGIN times the range."""
+    is not finite or leaves the reference's range by more than the range (``escapes``)."""
     run = free_run(weights, bias, gate_steps(len(reference)))
-    low, high = reference.min(axis=0), reference.max(axis=0)
-    margin = ESCAPE_MARGIN * (high - low)
-    if not np.all((run >= low - margin) & (run <= high + margin)):  # False for NaN too
+    if escapes(reference, run):
         return Geometry.diverged()
     return Geometry(state_space_divergence(reference, run), power_spectrum_distance(reference, run))
 

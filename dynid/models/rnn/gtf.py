@@ -49,7 +49,7 @@ the states inferred at ``FREE_RUN_STARTS`` rows spread over the training data (t
 the last among them), each run as long as the training data (``free_run_check``), and the runs'
 observed coordinates are compared with those data: score
 D_stsp + D_H (``dynid.metrics.dsr``; both 0 for a perfect run). A run that is non-finite or
-leaves the data's box widened by its range on each side (``ESCAPE``; D_stsp drops samples
+leaves the data's box widened by its range on each side (``dynid.metrics.dsr.escapes``; D_stsp drops samples
 outside the box, so it cannot see an escape) counts as diverged and ranks behind every bounded
 run, diverged ones among themselves by the 20-step error below (the fallback). Between checks
 the score is infinite: no choice is made where nothing was measured. A 20-step error alone
@@ -83,7 +83,6 @@ HALF_LIFE = 0.1  # of the alpha updates of a training run (see the module docstr
 VALIDATION_HORIZON = 20
 VALIDATION_STARTS = 256  # at most, evenly spaced over the held-out blocks
 FREE_RUN_STARTS = 8  # free runs from states spread over the data, per geometry check
-ESCAPE = 1.0  # a free run beyond the data's range widened by this many ranges has diverged
 DIVERGED = 1e6  # added to the 20-step error of a diverged run: behind every bounded one
 
 
@@ -276,7 +275,7 @@ def estimate_alpha(jacobians: torch.Tensor, interval: int) -> float:
 class FreeRunCheck:
     """How well a long free run reproduces the training data: D_stsp and D_H of its observed
     coordinates against the data's (``dynid.metrics.dsr``; inf and 1 when it ``diverged``:
-    non-finite or escaped, see ``ESCAPE``), and the 20-step error on held-out data (None
+    non-finite or escaped, see ``dynid.metrics.dsr.escapes``), and the 20-step error on held-out data (None
     without any)."""
 
     d_stsp: float
@@ -302,7 +301,7 @@ def free_run_check(cell: LatentCell, data: Series, warmup: int,
     the start of its training record escaped after 74 from its end)."""
     import torch
 
-    from dynid.metrics.dsr import power_spectrum_distance, state_space_divergence
+    from dynid.metrics.dsr import escapes, power_spectrum_distance, state_space_divergence
 
     inputs = data.u.shape[-1] > 0
     if inputs:
@@ -319,10 +318,7 @@ def free_run_check(cell: LatentCell, data: Series, warmup: int,
         runs = rollout(cell, z, steps, u_run)[0][..., : d.shape[-1]].cpu().numpy()
     run = runs.reshape(-1, runs.shape[-1])  # one after another
     x = data.x.cpu().numpy()
-    spread = ESCAPE * np.ptp(x, axis=0)
-    diverged = not (np.all(np.isfinite(run)) and np.all(run >= x.min(axis=0) - spread)
-                    and np.all(run <= x.max(axis=0) + spread))
-    if diverged:
+    if escapes(x, run):
         return FreeRunCheck(math.inf, 1.0, True, error_20_steps)
     # D_H on the runs' length: each run is then one of the segments its spectra average.
     return FreeRunCheck(state_space_divergence(x, run),
