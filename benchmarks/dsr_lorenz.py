@@ -5,12 +5,16 @@ Conditions (training: 10,000 samples at dt 0.01; data seed s takes samples
 [(s - 1) 10,000, s 10,000) of the catalogue's trajectory with observation-noise seed s):
 - ``clean``: the full state, noise-free;
 - ``noisy``: the full state with 5 % observation noise (of each variable's sd);
-- ``x-only``: x alone with 1 % noise, as a 3-D delay embedding (x_t, x_{t-10}, x_{t-20}).
+- ``x-only``: x alone with 1 % noise, as a 3-D delay embedding (x_t, x_{t-10}, x_{t-20});
+- ``x-raw``: the same record of x, fitted as one variable; each free run of x is embedded the
+  same way before it is measured (forecasts and their VPT are of x).
 
 Per model and data seed: fit seconds; D_stsp and D_H (dynid.metrics.dsr) of a 50,000-step free
 run from the end of the training data against each of ``len(REFERENCE_STARTS)`` independent
 clean 50,000-step trajectories (1,000 transient steps dropped; embedded the same way for
-x-only), and their median; the median VPT over ``--starts`` forecasts of ``--horizon`` steps from
+x-only and x-raw), and their median; with ``--run-starts N`` also from N - 1 earlier ends of
+the training data (each run another realisation of the model's attractor), the row's figure
+being the median over the N runs (N = 1: the training data's end only); the median VPT over ``--starts`` forecasts of ``--horizon`` steps from
 clean histories on the first reference, in Lyapunov times (x 0.9056).
 
 Why several references: the measures of two independent clean 50,000-step runs scatter widely
@@ -23,7 +27,7 @@ Results go to results/dsr_lorenz.json, one entry per (condition, seed, model), w
 finishes; ``summary`` holds the medians over seeds.
 
     python benchmarks/dsr_lorenz.py [--conditions noisy,x-only,clean] [--models ...]
-        [--seeds 1,2] [--free-run 50000] [--starts 5] [--horizon 2000]
+        [--seeds 1,2] [--free-run 50000] [--run-starts 1] [--starts 5] [--horizon 2000]
 """
 
 from __future__ import annotations
@@ -65,8 +69,22 @@ class Condition:
     name: str
     seed: int  # data seed: which stretch of the trajectory, which noise
     train: np.ndarray  # (n, d)
-    references: list[np.ndarray]  # each (free_run, d), clean, independent
+    references: list[np.ndarray]  # each (free_run, D), clean, independent, as measured
     variables: list[str]
+    # x-raw: a model's runs of x (steps + 2 DELAY, 1) are embedded before they are measured,
+    # and forecasts are scored on x itself (this (T, d) clean trajectory); else both are None.
+    forecast_reference: np.ndarray | None = None
+
+    @property
+    def embeds_runs(self) -> bool:
+        return self.forecast_reference is not None
+
+    def measured(self, run: Runner, history: np.ndarray, steps: int) -> np.ndarray:
+        """A free run of ``steps`` samples (steps, D) as the references are: embedded for
+        x-raw."""
+        if not self.embeds_runs:
+            return run(history, steps)
+        return delay_embed(run(history, steps + 2 * DELAY))
 
 
 def delay_embed(x: np.ndarray) -> np.ndarray:
@@ -102,6 +120,10 @@ def conditions(
             elif name == "x-only":
                 x = training_record(seed, 0.01, 2 * DELAY)[:, :1]
                 out.append(Condition(name, seed, delay_embed(x), embedded, ["x0", "x1", "x2"]))
+            elif name == "x-raw":
+                x = training_record(seed, 0.01, 2 * DELAY)[:, :1]
+                out.append(Condition(name, seed, x, embedded, ["x"],
+                                     forecast_reference=references[0][:, :1]))
     return out
 
 
@@ -216,32 +238,56 @@ MODELS: dict[str, Callable[[Condition], tuple[Runner, int]]] = {
 }
 
 
-def evaluate(condition: Condition, name: str, free_run: int, starts: int, horizon: int) -> dict:
+def history_ends(length: int, count: int) -> list[int]:
+    """Ends of the training histories that free runs continue: the data's end, then count - 1
+    earlier ends spread over the data's second half."""
+    return [length - (k * length) // (2 * count) for k in range(count)]
+
+
+def geometry(condition: Condition, free: np.ndarray) -> tuple[list[float], list[float]]:
+    """D_stsp and D_H of one free run against each reference (empty for a diverged run)."""
+    if not np.all(np.isfinite(free)):
+        return [], []
+    return ([state_space_divergence(r, free) for r in condition.references],
+            [power_spectrum_distance(r, free) for r in condition.references])
+
+
+def evaluate(condition: Condition, name: str, free_run: int, starts: int, horizon: int,
+             run_starts: int = 1) -> dict:
     started = time.perf_counter()
     run, window = MODELS[name](condition)
     fit_seconds = time.perf_counter() - started
+    window = max(window, 1)
     started = time.perf_counter()
-    free = run(condition.train[-max(window, 1):], free_run)
-    run_seconds = time.perf_counter() - started
-    finite = bool(np.all(np.isfinite(free)))
-    reference = condition.references[0]
+    frees = [condition.measured(run, condition.train[end - window : end], free_run)
+             for end in history_ends(len(condition.train), run_starts)]
+    run_seconds = (time.perf_counter() - started) / run_starts
+    measures = [geometry(condition, free) for free in frees]
+    # A diverged run counts as the measures' own values for it (as in ``summary``).
+    per_run_stsp = [float(np.median(st)) if st else float("inf") for st, _ in measures]
+    per_run_h = [float(np.median(h)) if h else 1.0 for _, h in measures]
+    stsp, spectra = measures[0]
+    finite = bool(stsp)
+    reference = (condition.forecast_reference if condition.forecast_reference is not None
+                 else condition.references[0])
     scale = reference.std(axis=0)
-    picks = np.linspace(max(window, 1), len(reference) - horizon - 1, starts).astype(int)
+    picks = np.linspace(window, len(reference) - horizon - 1, starts).astype(int)
     vpts = []
     for s in picks:
-        predicted = run(reference[s - max(window, 1) : s], horizon)
+        predicted = run(reference[s - window : s], horizon)
         vpts.append(valid_prediction_time(predicted, reference[s : s + horizon], scale, DT))
     vpt = np.array(vpts) * LAMBDA
-    stsp = [state_space_divergence(r, free) for r in condition.references] if finite else []
-    spectra = [power_spectrum_distance(r, free) for r in condition.references] if finite else []
     return {
         "condition": condition.name,
         "seed": condition.seed,
         "model": name,
         "fit_seconds": round(fit_seconds, 2),
         "free_run_seconds": round(run_seconds, 2),
-        "d_stsp": float(np.median(stsp)) if finite else None,
-        "d_h": float(np.median(spectra)) if finite else None,
+        "d_stsp": (float(np.median(per_run_stsp)) if np.all(np.isfinite(per_run_stsp))
+                   else None),
+        "d_h": float(np.median(per_run_h)) if np.all(np.isfinite(per_run_stsp)) else None,
+        "d_stsp_runs": np.round(per_run_stsp, 4).tolist(),
+        "d_h_runs": np.round(per_run_h, 4).tolist(),
         "d_stsp_references": np.round(stsp, 4).tolist(),
         "d_h_references": np.round(spectra, 4).tolist(),
         "free_run_finite": finite,
@@ -277,6 +323,8 @@ def main() -> None:
     parser.add_argument("--models", default=",".join(MODELS))
     parser.add_argument("--seeds", default="1,2", help="data seeds, comma-separated")
     parser.add_argument("--free-run", type=int, default=50_000)
+    parser.add_argument("--run-starts", type=int, default=1,
+                        help="free runs per model, from this many training-history ends")
     parser.add_argument("--starts", type=int, default=5)
     parser.add_argument("--horizon", type=int, default=2000)
     parser.add_argument("-o", "--output", default=str(HERE / "results" / "dsr_lorenz.json"))
@@ -305,7 +353,8 @@ def main() -> None:
     for condition in runs:
         for name in args.models.split(","):
             try:
-                row = evaluate(condition, name, args.free_run, args.starts, args.horizon)
+                row = evaluate(condition, name, args.free_run, args.starts, args.horizon,
+                               args.run_starts)
             except Exception as exc:  # noqa: BLE001 - record the failure, keep benchmarking
                 row = {"condition": condition.name, "seed": condition.seed, "model": name,
                        "error": repr(exc)[:300]}
