@@ -14,8 +14,9 @@ run from the end of the training data against each of ``len(REFERENCE_STARTS)`` 
 clean 50,000-step trajectories (1,000 transient steps dropped; embedded the same way for
 x-only and x-raw), and their median; with ``--run-starts N`` also from N - 1 earlier ends of
 the training data (each run another realisation of the model's attractor), the row's figure
-being the median over the N runs (N = 1: the training data's end only); the median VPT over ``--starts`` forecasts of ``--horizon`` steps from
-clean histories on the first reference, in Lyapunov times (x 0.9056).
+being the median over the N runs (N = 1: the training data's end only); the median VPT over
+``--starts`` forecasts of ``--horizon`` steps from clean histories on the first reference, in
+Lyapunov times (x 0.9056).
 
 Why several references: the measures of two independent clean 50,000-step runs scatter widely
 (D_stsp 0.05-0.65 and D_H 0.036-0.087 over the 30 ordered pairs of six starts: the histogram's
@@ -71,18 +72,14 @@ class Condition:
     train: np.ndarray  # (n, d)
     references: list[np.ndarray]  # each (free_run, D), clean, independent, as measured
     variables: list[str]
-    # x-raw: a model's runs of x (steps + 2 DELAY, 1) are embedded before they are measured,
-    # and forecasts are scored on x itself (this (T, d) clean trajectory); else both are None.
+    # x-raw only: forecasts are scored on x itself (this clean (T, 1) trajectory), and a
+    # model's runs of x are embedded before they are measured.
     forecast_reference: np.ndarray | None = None
-
-    @property
-    def embeds_runs(self) -> bool:
-        return self.forecast_reference is not None
 
     def measured(self, run: Runner, history: np.ndarray, steps: int) -> np.ndarray:
         """A free run of ``steps`` samples (steps, D) as the references are: embedded for
         x-raw."""
-        if not self.embeds_runs:
+        if self.forecast_reference is None:
             return run(history, steps)
         return delay_embed(run(history, steps + 2 * DELAY))
 
@@ -266,7 +263,8 @@ def evaluate(condition: Condition, name: str, free_run: int, starts: int, horizo
     # A diverged run counts as the measures' own values for it (as in ``summary``).
     per_run_stsp = [float(np.median(st)) if st else float("inf") for st, _ in measures]
     per_run_h = [float(np.median(h)) if h else 1.0 for _, h in measures]
-    stsp, spectra = measures[0]
+    d_stsp = float(np.median(per_run_stsp))
+    stsp, spectra = measures[0]  # the run from the data's end: the protocol's single run
     finite = bool(stsp)
     reference = (condition.forecast_reference if condition.forecast_reference is not None
                  else condition.references[0])
@@ -283,9 +281,8 @@ def evaluate(condition: Condition, name: str, free_run: int, starts: int, horizo
         "model": name,
         "fit_seconds": round(fit_seconds, 2),
         "free_run_seconds": round(run_seconds, 2),
-        "d_stsp": (float(np.median(per_run_stsp)) if np.all(np.isfinite(per_run_stsp))
-                   else None),
-        "d_h": float(np.median(per_run_h)) if np.all(np.isfinite(per_run_stsp)) else None,
+        "d_stsp": d_stsp if np.isfinite(d_stsp) else None,
+        "d_h": float(np.median(per_run_h)) if np.isfinite(d_stsp) else None,
         "d_stsp_runs": np.round(per_run_stsp, 4).tolist(),
         "d_h_runs": np.round(per_run_h, 4).tolist(),
         "d_stsp_references": np.round(stsp, 4).tolist(),
