@@ -103,13 +103,7 @@ def _identify(data: Dataset, params: SymbolicParams, seed: int | None, progress:
     candidates = []
     for spec in _library_specs(params):
         steps.start(f"evaluating library {spec}")
-        termset = _build_termset(spec, user, data, rows)
-        theta = rows.theta(termset)
-        usable = np.all(np.isfinite(theta), axis=0)
-        profile = None
-        if any(term.family for term in termset.terms):
-            profile = FamilyProfile(termset, theta, usable, train, rows.theta)
-        candidates.append(EvaluatedLibrary(spec, termset, theta, usable, profile))
+        candidates.append(evaluated_library(spec, user, data, rows, train))
     chosen = choose_equations(d, candidates, rows, folds, params, steps, names)
 
     refits = [refit(i, choice, rows, params) for i, choice in enumerate(chosen)]
@@ -144,7 +138,7 @@ def _identify(data: Dataset, params: SymbolicParams, seed: int | None, progress:
         ensemble = None
         if params.ensemble:
             steps.start(f"{names[i]}: ensemble of {params.ensemble}")
-            ensemble = _ensemble(choice, rows.targets[:, i], params, i, seed)
+            ensemble = equation_ensemble(choice, rows.targets[:, i], params, i, seed)
             steps.finish(f"ensemble of {names[i]}")
         result = _equation_result(choice, theta_val @ coefficients[i], rows.targets[val, i])
         if ensemble is not None:
@@ -172,11 +166,21 @@ def _user_library(data: Dataset, params: SymbolicParams) -> CustomLibrary | None
     return CustomLibrary(parse_user_terms(params.terms, list(data.variables), list(data.inputs)))
 
 
-def _build_termset(spec: str, user: CustomLibrary | None, data: Dataset, rows: RegressionRows) -> TermSet:
+def evaluated_library(
+    spec: str, user: CustomLibrary | None, data: Dataset, rows: RegressionRows, train: np.ndarray
+) -> EvaluatedLibrary:
+    """Library ``spec`` (plus the ``user`` terms) evaluated on ``rows``; families of alternative
+    terms get their profile over the ``train`` rows (N,) bool."""
     library = parse_library_spec(spec)
     if user is not None:
         library = library + user
-    return TermSet.build(library, data.n_variables, data.n_inputs, rows.states, rows.inputs)
+    termset = TermSet.build(library, data.n_variables, data.n_inputs, rows.states, rows.inputs)
+    theta = rows.theta(termset)
+    usable = np.all(np.isfinite(theta), axis=0)
+    profile = None
+    if any(term.family for term in termset.terms):
+        profile = FamilyProfile(termset, theta, usable, train, rows.theta)
+    return EvaluatedLibrary(spec, termset, theta, usable, profile)
 
 
 def _on_final(values: np.ndarray, columns: np.ndarray, p: int) -> np.ndarray:
@@ -189,7 +193,7 @@ def _plain_term(expression: str) -> Term:
     return Term(expression, (), "custom")
 
 
-def _ensemble(
+def equation_ensemble(
     choice: EquationChoice, y: np.ndarray, params: SymbolicParams, i: int, seed: int | None
 ) -> tuple[np.ndarray, np.ndarray]:
     """E-SINDy: (inclusion probability (p,), every bag's coefficients (n_models, p), NaN off the
