@@ -1,6 +1,6 @@
 """``--method sindy``: the graph of known equations read off the identified ones (Lorenz-63,
-Rossler, Sprott B, Lorenz-96), clean and noisy, with and without a time column; its building
-blocks against exact answers."""
+Rossler, Sprott B, Lorenz-96, a forced oscillator, coupled logistic maps), clean and noisy, with
+and without a time column; its building blocks against exact answers."""
 
 from __future__ import annotations
 
@@ -143,3 +143,14 @@ def test_inputs_enter_the_equations_not_the_graph():
     graph = discover(data, "sindy", seed=0)
     np.testing.assert_array_equal(graph.adjacency, [[0, 1], [1, 0]])
     assert graph.extra["equations"] == {"x": "1*v", "v": "-4*x + -0.2*v + 1*u"}
+
+
+def test_a_map_with_discrete():
+    # x[k+1] = 3.8 x (1 - x), y[k+1] = 3.5 y (1 - y - 0.1 x): x drives y, not the reverse.
+    sim = simulate("logistic-coupled", n=300, seed=1)
+    data = Dataset.from_arrays(sim.x, t=sim.t, variables=list(sim.variables))
+    graph = discover(data, "sindy", ["discrete=true"], seed=0)
+    np.testing.assert_array_equal(graph.adjacency, [[0, 1], [0, 0]])
+    assert graph.extra["formulation"] == "map"
+    assert graph.extra["equations"] == {"x": "3.8*x + -3.8*x**2", "y": "3.5*y + -0.1*x*y + -3.5*y**2"}
+    assert graph.score_matrix[1, 0] < 0.5 < graph.score_matrix[0, 1]
