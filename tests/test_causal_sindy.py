@@ -12,7 +12,7 @@ import pytest
 from dynid.causal import discover
 from dynid.causal.sindy import SindyParams, library_specs, term_states
 from dynid.data.dataset import Dataset
-from dynid.errors import UsageError
+from dynid.errors import DataError, UsageError
 from dynid.metrics.causal import auroc
 from dynid.symbolic.library import TermSet, parse_library_spec
 from dynid.systems import simulate
@@ -154,3 +154,10 @@ def test_a_map_with_discrete():
     assert graph.extra["formulation"] == "map"
     assert graph.extra["equations"] == {"x": "3.8*x + -3.8*x**2", "y": "3.5*y + -0.1*x*y + -3.5*y**2"}
     assert graph.score_matrix[1, 0] < 0.5 < graph.score_matrix[0, 1]
+
+
+@pytest.mark.parametrize("n", [6, 8])
+def test_too_short_a_record_is_a_data_error(n):
+    sim = simulate("lorenz", n=n, seed=1)
+    with pytest.raises(DataError, match="too short"):
+        discover(Dataset.from_arrays(sim.x, t=sim.t), "sindy", seed=0)

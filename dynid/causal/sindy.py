@@ -51,6 +51,7 @@ from dynid.causal.base import CausalMethod, CausalSettings
 from dynid.causal.common import check_values, check_whole
 from dynid.causal.graph import CausalGraph, Edge
 from dynid.data.dataset import Dataset
+from dynid.errors import DataError, UsageError
 from dynid.params import Hyperparameters, param
 from dynid.runtime import SilentProgress, Steps
 from dynid.symbolic.choice import choose_equations
@@ -135,8 +136,12 @@ class SparseEquations(CausalMethod):
             d = data.n_variables
             chosen = choose_equations(d, libraries, rows, folds, symbolic,
                                       Steps(SilentProgress(), d), list(data.variables))
-            links = [_equation_links(i, choice, rows, symbolic, settings.seed)
-                     for i, choice in enumerate(chosen)]
+            try:
+                links = [_equation_links(i, choice, rows, symbolic, settings.seed)
+                         for i, choice in enumerate(chosen)]
+            except UsageError as error:  # options are checked already: the bootstrap's rows
+                raise DataError(f"{data.source}: sindy: {error}; the record is too short for "
+                                "the bootstrap, use more samples") from None
         return _graph(data, settings, params, rows, chosen, links)
 
 
