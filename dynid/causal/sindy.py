@@ -18,8 +18,9 @@ fit is ``dynid symbolic``'s own machinery, with nothing tuned here:
    regression, Peduzzi et al., J Clin Epidemiol 49:1373, 1996), and its subset search is what
    would make ten variables slow (poly3 of 10 variables has 286 columns).
 3. Evidence per link: the equation's selection repeated on ``ensemble`` moving-block bootstrap
-   bags of the rows, each scored on its out-of-bag rows (E-SINDy, Fasel, Kutz, Brunton &
-   Brunton, Proc R Soc A 478:20210904, 2022; ``symbolic.identify.equation_ensemble``).
+   bags of the rows, each scored on its out-of-bag rows with the same floor under the error
+   (a finite difference's truncation error) as the selection on all rows (E-SINDy, Fasel, Kutz,
+   Brunton & Brunton, Proc R Soc A 478:20210904, 2022; ``symbolic.identify.equation_ensemble``).
    ``inclusion[j, i]``: the fraction of bags whose equation ``i`` keeps a term containing
    ``x_j``.
 
@@ -34,7 +35,7 @@ rows, as ``dynid symbolic`` reports it) has a term containing ``x_j``; there is 
 When not to use it: partial observation (a hidden variable's terms are not in any library),
 instantaneous mixing of hidden states, stochastic driving, or equations that are not sums of
 library terms (exponentials, piecewise-linear pieces: the polynomial stand-in may use variables
-the true term does not).
+the true term does not; ``-p terms`` adds such terms to every library).
 """
 
 from __future__ import annotations
@@ -56,7 +57,7 @@ from dynid.params import Hyperparameters, param
 from dynid.runtime import SilentProgress, Steps
 from dynid.symbolic.choice import choose_equations
 from dynid.symbolic.folds import make_folds
-from dynid.symbolic.identify import equation_ensemble, evaluated_library
+from dynid.symbolic.identify import equation_ensemble, evaluated_library, user_library
 from dynid.symbolic.library import TermSet
 from dynid.symbolic.library_choice import EquationChoice
 from dynid.symbolic.options import CRITERIA, DERIVATIVES, SymbolicParams
@@ -81,6 +82,7 @@ class SindyParams(Hyperparameters):
     criterion: Literal["aicc", "bic"] = param("aicc", "information criterion on held-out rows that picks terms and library")
     derivative: str = param("auto", "auto (from the estimated noise), finite_difference, savgol, spectral, tv, spline, or weak (integral form)")
     discrete: bool = param(False, "the data are a map x[k+1] = f(x[k]) rather than samples of a flow")
+    terms: str = param("", "extra terms added to every library, comma-separated expressions in the variable names, e.g. 'abs(x+1), exp(y)'")
 
     def __post_init__(self) -> None:
         check_whole("max_degree", self.max_degree, 1)
@@ -95,7 +97,7 @@ class SindyParams(Hyperparameters):
         constants to refine), the bootstrap of ``ensemble`` bags."""
         return SymbolicParams(
             criterion=self.criterion, derivative=self.derivative, discrete=self.discrete,
-            ensemble=self.ensemble, generate=False, refine=False, shooting=False,
+            terms=self.terms, ensemble=self.ensemble, generate=False, refine=False, shooting=False,
         )
 
 
@@ -130,8 +132,10 @@ class SparseEquations(CausalMethod):
         with threadpool_limits(1, user_api="blas"):
             rows = regression_rows(data, symbolic)
             folds = make_folds(rows)
-            libraries = [evaluated_library(spec, None, data, rows, folds.train)
-                         for spec in library_specs(data.n_variables + data.n_inputs,
+            user = user_library(data, symbolic)
+            extra = 0 if user is None else len(user.terms(data.n_variables, data.n_inputs))
+            libraries = [evaluated_library(spec, user, data, rows, folds.train)
+                         for spec in library_specs(data.n_variables + data.n_inputs, extra,
                                                    len(rows.targets), params.max_degree)]
             d = data.n_variables
             chosen = choose_equations(d, libraries, rows, folds, symbolic,
@@ -145,11 +149,12 @@ class SparseEquations(CausalMethod):
         return _graph(data, settings, params, rows, chosen, links)
 
 
-def library_specs(coordinates: int, n_rows: int, max_degree: int) -> list[str]:
+def library_specs(coordinates: int, extra: int, n_rows: int, max_degree: int) -> list[str]:
     """``poly1``, and ``poly2 .. poly{max_degree}`` whose columns (monomials in ``coordinates``
-    states and inputs) number at most a ``_ROWS_PER_TERM``-th of the ``n_rows`` regression rows."""
+    states and inputs, plus ``extra`` user terms) number at most a ``_ROWS_PER_TERM``-th of the
+    ``n_rows`` regression rows."""
     return ["poly1"] + [f"poly{k}" for k in range(2, max_degree + 1)
-                        if comb(coordinates + k, k) * _ROWS_PER_TERM <= n_rows]
+                        if (comb(coordinates + k, k) + extra) * _ROWS_PER_TERM <= n_rows]
 
 
 @dataclass(frozen=True)
@@ -172,7 +177,9 @@ def _equation_links(i: int, choice: EquationChoice, rows: RegressionRows, params
     termset = choice.termset
     contains = term_states(termset)  # (p, d)
     y = rows.targets[:, i]
-    _, coefs = equation_ensemble(choice, y, params, i, seed)  # (bags, p), NaN: not offered
+    # The bags' selections floored at the targets' systematic error, as the selection on all
+    # rows is: on clean data a term fitting a finite difference's truncation error never pays.
+    _, coefs = equation_ensemble(choice, y, params, i, seed, float(rows.target_error[i]))
     kept = np.nan_to_num(coefs) != 0
     theta, usable = choice.library.theta, choice.library.usable
     dense = np.zeros(len(termset))

@@ -99,7 +99,7 @@ def _identify(data: Dataset, params: SymbolicParams, seed: int | None, progress:
     rows = regression_rows(data, params)
     folds = make_folds(rows)
     train, val = folds.train, folds.val
-    user = _user_library(data, params)
+    user = user_library(data, params)
     candidates = []
     for spec in _library_specs(params):
         steps.start(f"evaluating library {spec}")
@@ -160,7 +160,8 @@ def _library_specs(params: SymbolicParams) -> list[str]:
     return list(AUTO_LIBRARIES) if params.library == "auto" else [params.library]
 
 
-def _user_library(data: Dataset, params: SymbolicParams) -> CustomLibrary | None:
+def user_library(data: Dataset, params: SymbolicParams) -> CustomLibrary | None:
+    """``params.terms`` as a library over ``data``'s coordinates; None without terms."""
     if not params.terms.strip():
         return None
     return CustomLibrary(parse_user_terms(params.terms, list(data.variables), list(data.inputs)))
@@ -194,18 +195,20 @@ def _plain_term(expression: str) -> Term:
 
 
 def equation_ensemble(
-    choice: EquationChoice, y: np.ndarray, params: SymbolicParams, i: int, seed: int | None
+    choice: EquationChoice, y: np.ndarray, params: SymbolicParams, i: int, seed: int | None,
+    error_floor: float = 0.0,
 ) -> tuple[np.ndarray, np.ndarray]:
     """E-SINDy: (inclusion probability (p,), every bag's coefficients (n_models, p), NaN off the
     columns the selection was offered) over the library's p columns, from the whole selection
     repeated on moving-block bootstrap bags (held out: out-of-bag rows); equation ``i`` draws
-    its bags from ``seed + 7919 i``."""
+    its bags from ``seed + 7919 i``. ``error_floor``: the targets' own systematic RMS error,
+    as ``selection.select`` takes it (``RegressionRows.target_error``)."""
     columns = choice.columns
 
     def fit(theta_bag, y_bag, theta_oob, y_oob):  # type: ignore[no-untyped-def]
         chosen = select(
             theta_bag, y_bag, theta_val=theta_oob, y_val=y_oob,
-            criterion=params.criterion, max_terms=params.max_terms,
+            criterion=params.criterion, max_terms=params.max_terms, error_floor=error_floor,
         )
         return chosen.best.coef
 
