@@ -17,6 +17,7 @@ _METHODS: dict[str, str] = {
     "neural": "dynid.causal.neural:NeuralGranger",
     "dynamic": "dynid.causal.dynamic:DynamicCausality",
     "crosspred": "dynid.causal.crosspred:CrossPrediction",
+    "consensus": "dynid.causal.consensus:Consensus",
 }
 
 
