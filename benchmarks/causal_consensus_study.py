@@ -16,7 +16,10 @@ off-diagonal scores turned into ranks scaled to (0, 1], ties averaged):
   votes     the members calling the pair significant, plus the borda mean rank (what
             ``--method consensus`` does: ``dynid.causal.consensus.combine``)
   cauchy    Cauchy combination of the members' p-values (Liu and Xie, JASA 115:393, 2020),
-            only for members that give p-values (granger, pcmci, pcmciplus: 10 ** -score)
+            only for members that give p-values (granger, pcmci, pcmciplus), read back from
+            their scores as 10 ** -score: each member's pair summary (granger's best-order
+            joint test, the smallest over lags for pcmci and pcmciplus), adjusted as the
+            member adjusts it, so an approximation of the pair's p-value
 
     PYTHONPATH=. python benchmarks/causal_consensus_study.py [--cache DIR]
 
