@@ -18,6 +18,7 @@ _METHODS: dict[str, str] = {
     "dynamic": "dynid.causal.dynamic:DynamicCausality",
     "crosspred": "dynid.causal.crosspred:CrossPrediction",
     "sindy": "dynid.causal.sindy:SparseEquations",
+    "consensus": "dynid.causal.consensus:Consensus",
 }
 
 
