@@ -48,9 +48,9 @@ class ALRNNParams(GTFParams):
 
 class ALRNN(GTFBackend):
     """AL-RNN. Fitted arrays (M latents, P piecewise-linear units, N variables, m inputs):
-    ``A`` (M,), ``W`` (M, M; its diagonal unused), ``h`` (M,), ``C`` (M, m) in standardised
-    units; ``mean``, ``scale`` (N,), ``input_mean``, ``input_scale`` (m,); ``dominant_region``
-    (P,) the 0/1 slopes of the subregion the data visit most."""
+    ``A`` (M,), ``W`` (M, M; full, as in the reference code), ``h`` (M,), ``C`` (M, m) in
+    standardised units; ``mean``, ``scale`` (N,), ``input_mean``, ``input_scale`` (m,);
+    ``dominant_region`` (P,) the 0/1 slopes of the subregion the data visit most."""
 
     name = "alrnn"
     summary = ("almost-linear RNN (P of M units ReLU) trained by generalized teacher forcing; "
