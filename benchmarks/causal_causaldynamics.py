@@ -520,7 +520,8 @@ def main() -> int:
     gen.add_argument("--seed", type=int, default=0)
     sc = sub.add_parser("score", help="score every method on them (dynid venv)")
     sc.add_argument("--data", type=Path, default=Path("/tmp/cdyn-data"))
-    sc.add_argument("--methods", default="granger,pcmci,pcmciplus,dynamic,crosspred,neural,ccm")
+    sc.add_argument("--methods",
+                    default="granger,pcmci,pcmciplus,dynamic,crosspred,consensus,sindy,neural,ccm")
     sc.add_argument("--out", type=Path, default=RESULTS)
     sc.add_argument("--only", default=None, help="comma-separated columns to run (default all)")
     sc.add_argument("--merge", action="store_true",

@@ -125,13 +125,18 @@ def fit_stream(stream: Stream, model: str, params: Params = None, *, seed: int |
                                   "var and dmd read it in chunks")
     from threadpoolctl import threadpool_limits
 
+    from dynid.data.dataset import value_range
+
     started = time.perf_counter()
+    seen = None
     # Sums of small matrix products: one BLAS thread is fastest, and many times faster than
     # threads that compete for busy cores.
     with threadpool_limits(1, user_api="blas"):
         for piece in stream:
             moments.add(piece.x, piece.u, piece.starts_trial)
-    fitted.fit_moments(moments, variables=stream.variables, inputs=stream.inputs, dt=stream.dt, source=stream.source)
+            seen = value_range(piece.x, seen) if len(piece.x) else seen
+    fitted.fit_moments(moments, variables=stream.variables, inputs=stream.inputs, dt=stream.dt,
+                       source=stream.source, data_range=seen)
     seconds = time.perf_counter() - started
     return FitResult(fitted, describe_fit(fitted, stream, seed=seed, device=chosen, fit_seconds=seconds))
 
@@ -161,8 +166,15 @@ def forecast(
     interval: float | None = None,
     sample: bool = False,
     seed: int | None = None,
+    allow_escape: bool = False,
 ) -> Forecast:
     """Continue from the end of ``data``'s last trial for ``horizon`` steps of the model's dt.
+
+    A forecast that is not finite, or (unless ``allow_escape``) whose path leaves the training
+    data's range widened by that range on each side (``Backend.data_range_``,
+    ``dynid.metrics.dsr.escape_step``), has diverged: Diverged (exit 1) naming the step, never
+    numbers no continuation of the data reaches. A predictive interval's bounds may spread
+    wider; only their finiteness is checked.
 
     interval: a probability (0.9) for a central predictive interval, from models that have a
     predictive distribution (UsageError for others). sample: one path drawn from the
@@ -188,30 +200,52 @@ def forecast(
         if interval is not None:
             raise UsageError("--sample draws one path, which has no interval; drop --interval or --sample")
         path = np.asarray(model.sample(history, horizon, future_inputs, seed), dtype=float)
-        _refuse_diverged(model, t, path)
+        _refuse_diverged(model, t, path, allow_escape=allow_escape)
         return Forecast(t=t, x=path, variables=model.variables_, notes=notes)
     if interval is not None:
         band = model.predictive(history, horizon, future_inputs, interval)
-        _refuse_diverged(model, t, band.mean, band.lower, band.upper)
+        _refuse_diverged(model, t, band.mean, band.lower, band.upper, allow_escape=allow_escape)
         return Forecast(t=t, x=band.mean, variables=model.variables_, lower=band.lower,
                         upper=band.upper, level=band.level, notes=notes)
     x, _ = rollout(model, history, horizon, future_inputs)
-    _refuse_diverged(model, t, x)
+    _refuse_diverged(model, t, x, allow_escape=allow_escape)
     return Forecast(t=t, x=x, variables=model.variables_, notes=notes)
 
 
-def _refuse_diverged(model: Backend, t: np.ndarray, *paths: np.ndarray) -> None:
+def _refuse_diverged(model: Backend, t: np.ndarray, *paths: np.ndarray, allow_escape: bool) -> None:
     """Diverged at the first of the forecast times ``t`` (horizon,) where any of ``paths``
-    (horizon, d) - a rollout, a sample path, a predictive mean or bound - is not finite."""
+    (horizon, d) - a rollout, a sample path, a predictive mean and bounds - is not finite, or
+    where the first of them (the path) escapes the training data's range (unless
+    ``allow_escape``)."""
+    from dynid.metrics.dsr import escape_box, escape_step
+
     steps = [step for step in map(first_nonfinite_step, paths) if step is not None]
     if steps:
-        step = min(steps)
-        raise Diverged(
-            f"the {model.name} forecast diverged at step {step} of {len(t)} (t = {t[step - 1]:.6g}); "
-            "nothing written",
-            step=step,
-            states=np.where(np.arange(len(t))[:, None] < step - 1, paths[0], np.nan),
+        _raise_diverged(model, t, paths[0], min(steps), "; nothing written")
+    bounds = model.data_range_
+    if allow_escape or bounds is None:
+        return
+    step = escape_step(bounds[0], bounds[1], paths[0])
+    if step is not None:
+        row = paths[0][step - 1]
+        lower, upper = escape_box(bounds[0], bounds[1])
+        k = int(np.argmax((row < lower) | (row > upper)))
+        _raise_diverged(
+            model, t, paths[0], step,
+            f": {model.variables_[k]} = {row[k]:.4g} left the training data's range "
+            f"[{bounds[0][k]:.4g}, {bounds[1][k]:.4g}] widened by that range on each side; "
+            "nothing written (--allow-escape writes it anyway)",
         )
+
+
+def _raise_diverged(model: Backend, t: np.ndarray, path: np.ndarray, step: int, detail: str) -> None:
+    """Diverged for the forecast ``path`` (horizon, d) at ``step`` (1-based) of the times ``t``,
+    its states kept up to the step before; ``detail`` ends the message."""
+    raise Diverged(
+        f"the {model.name} forecast diverged at step {step} of {len(t)} (t = {t[step - 1]:.6g}){detail}",
+        step=step,
+        states=np.where(np.arange(len(t))[:, None] < step - 1, path, np.nan),
+    )
 
 
 def _kept_condition(model: Backend, history: Trial, horizon: int) -> tuple[np.ndarray, str]:

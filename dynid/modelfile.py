@@ -5,7 +5,7 @@ Layout (format version 1):
     /arrays/<name>  one dataset per array of ``Backend.arrays()``
 The metadata records dynid version, backend, hyperparameters, variable and input names, dt
 (with the data's time unit and whether its times were date-times),
-the sha256 of the training data, fit metrics, seed, device, UTC time and a sha256 over the
+the sha256 of the training data and each variable's range in it, fit metrics, seed, device, UTC time and a sha256 over the
 arrays, so that a truncated or edited file is refused. Loading never executes stored code.
 """
 
@@ -66,6 +66,9 @@ def describe_fit(
         "data_source": data.source,
         "n_trials": data.n_trials,
         "n_samples": data.n_samples,
+        # What a forecast that has diverged leaves (``Backend.data_range_``); null: none seen.
+        "data_range": None if model.data_range_ is None else
+        {"low": jsonable(model.data_range_[0]), "high": jsonable(model.data_range_[1])},
         "metrics": jsonable(model.metrics_),
         "seed": seed,
         "device": device,
@@ -137,6 +140,7 @@ def load_model(path: str) -> ModelFile:
             inputs=_names(metadata, "inputs", path),
             dt=_positive(metadata, "dt", path),
             metrics=_field(metadata, "metrics", (dict, type(None)), path),
+            data_range=_data_range(metadata, path),
         )
     except KeyError as exc:
         raise DataError(f"{path}: damaged model file (missing {exc})") from None
@@ -221,6 +225,21 @@ def _positive(metadata: dict[str, Any], key: str, path: str) -> float:
     if not (np.isfinite(value) and value > 0):
         raise DataError(f"{path}: damaged model file ({key} = {value} is not a positive number)")
     return float(value)
+
+
+def _data_range(metadata: dict[str, Any], path: str) -> np.ndarray | None:
+    """The recorded ``data_range`` as (2, d) lows and highs (NaN for a variable without
+    values), None in files written before dynid recorded it; DataError if it is malformed."""
+    recorded = metadata.get("data_range")
+    if recorded is None:
+        return None
+    d = len(_names(metadata, "variables", path))
+    rows = [recorded.get(side) if isinstance(recorded, dict) else None for side in ("low", "high")]
+    if not all(isinstance(row, list) and len(row) == d and
+               all(v is None or (isinstance(v, (int, float)) and not isinstance(v, bool)) for v in row)
+               for row in rows):
+        raise DataError(f"{path}: damaged model file (data_range is not {d} lows and highs)")
+    return np.array([[np.nan if v is None else float(v) for v in row] for row in rows])
 
 
 def _stdin_bytes() -> io.BytesIO:

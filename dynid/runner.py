@@ -50,10 +50,11 @@ class Job:
 
 
 class Terminated(BaseException):
-    """SIGTERM arrived during a batch. A BaseException, like KeyboardInterrupt, so that no
-    ``except Exception`` swallows it and atomic writes remove their temporary files."""
+    """SIGTERM arrived (how SLURM, cron and service managers cancel a job). A BaseException,
+    like KeyboardInterrupt, so that no ``except Exception`` swallows it and atomic writes
+    remove their temporary files; it ends dynid as SIGINT does (CONTRACT: 130 interrupted)."""
 
-    exit_code = 128 + signal.SIGTERM
+    exit_code = 130
 
 
 # ---------------------------------------------------------------------------- inputs and outputs
@@ -270,8 +271,13 @@ def _redeliver_termination(unraisable: sys.UnraisableHookArgs) -> None:
 
 
 @contextlib.contextmanager
-def _sigterm_raises() -> Iterator[None]:
-    """SIGTERM raises ``Terminated`` in the main thread while a batch runs; restored after."""
+def sigterm_raises() -> Iterator[None]:
+    """SIGTERM raises ``Terminated`` in the main thread within the block (a CLI command, a
+    batch); restored after. Elsewhere than in the main thread, which alone receives signals,
+    nothing changes."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
     before = signal.signal(signal.SIGTERM, _raise_terminated)
     hook, sys.unraisablehook = sys.unraisablehook, _redeliver_termination
     try:
@@ -309,7 +315,7 @@ def run_jobs(task: Callable[[Job], R], jobs: list[Job], workers: int = 1, *, exe
     (``dynid.worker_processes``), else ComputationError.
     """
     check_executor(executor, scheduler, None)
-    with _sigterm_raises():
+    with sigterm_raises():
         if executor == "dask":
             from dynid.dask_executor import run_on_dask
 

@@ -223,7 +223,7 @@ def test_worker_threads_fit_the_cores():
 
 
 @pytest.mark.parametrize(("jobs", "signum", "code"), [
-    (1, signal.SIGTERM, 143), (2, signal.SIGTERM, 143), (2, signal.SIGINT, 130)])
+    (1, signal.SIGTERM, 130), (2, signal.SIGTERM, 130), (2, signal.SIGINT, 130)])
 def test_a_signal_ends_the_batch_promptly_without_partial_outputs(tmp_path, jobs, signum, code):
     data = tmp_path / "data"
     data.mkdir()

@@ -453,6 +453,40 @@ def test_dt_attribute_on_1d_column_datasets(tmp_path):
     assert beside.variables == ("x",) and beside.time_column == "t" and beside.dt == 0.5
 
 
+def _h5py_meta(path):
+    with h5py.File(path, "a") as handle:
+        meta = handle.create_group("meta")
+        meta["gain"], meta["offset"] = np.arange(3.0), np.ones(3)
+
+
+def _h5py_recording(path):
+    with h5py.File(path, "a") as handle:
+        run = handle.create_group("run2")
+        run["x"], run["y"] = np.zeros(N // 2), np.ones(N // 2)
+
+
+def _pandas_recording(path):
+    _to_hdf(pd.DataFrame({"x": np.zeros(N // 2), "y": np.ones(N // 2)}), path, key="run2")
+
+
+@pytest.mark.parametrize("beside, group, rows", [(_h5py_meta, "/meta", 3), (_h5py_recording, "/run2", N // 2),
+                                                  (_pandas_recording, "/run2", N // 2)])
+def test_root_columns_beside_a_group_are_read_and_the_group_named(tmp_path, beside, group, rows):
+    """Columns written at the root (f['x'] = ...) are the data even with a group beside them
+    (metadata or another recording), which is named in a note, not read instead."""
+    path = tmp_path / "d.h5"
+    x, y = np.sin(np.arange(N) * DT), np.cos(np.arange(N) * DT)
+    with h5py.File(path, "w") as handle:
+        handle["x"], handle["y"] = x, y
+    beside(path)
+    data = load(str(path), dt=DT)
+    assert data.variables == ("x", "y") and data.n_trials == 1 and data.n_samples == N
+    np.testing.assert_array_equal(data.trials[0].x, np.column_stack([x, y]))
+    assert f"the group(s) {group} beside them were not read" in _notes(data)
+    assert f"{path}:{group}" in _notes(data)
+    assert load(f"{path}:{group}", dt=DT).n_samples == rows  # the group, when named
+
+
 def test_dt_attribute_on_a_2d_dataset(tmp_path):
     path = tmp_path / "d.h5"
     with h5py.File(path, "w") as handle:

@@ -1,6 +1,7 @@
 """No wrong number with exit 0: step mismatches, diverged rollouts, empty fits, closed pipes,
 unwritable outputs - each said plainly with its exit code (issue: real files, honest answers)."""
 
+import io
 import json
 
 import numpy as np
@@ -329,3 +330,70 @@ def test_future_inputs_with_a_time_column_are_taken_at_the_forecast_times(tmp_pa
     refused = cli("forecast", model, data, "--horizon", "3", "--future-inputs", wrong)
     assert refused.returncode == 3 and refused.stdout == b""
     assert b"holds neither the forecast's 3 times 10, 10.1" in refused.stderr
+
+
+def growing_model(data: Dataset) -> SINDy:
+    """dx/dt = x, as fitted on ``data`` (its data_range_ is ``data``'s)."""
+    params = SINDyParams(degree=2)
+    arrays = {"coefficients": np.array([[0.0, 1.0, 0.0]]), "feature_names": np.array([b"1", b"x0", b"x0^2"])}
+    return SINDy.restore(params, arrays, variables=("x",), inputs=(), dt=0.01, data_range=data.value_range())
+
+
+def test_forecast_that_leaves_the_data_range_fails_with_the_step():
+    """x = e^t on [0, 0.99] spans [1, e^0.99]; the forecast e^(0.99 + 0.01 k) escapes once it
+    exceeds e^0.99 + (e^0.99 - 1): at k = 100 ln(2 - e^-0.99) + 1, rounded down, i.e. step 49."""
+    t = np.arange(100) * 0.01
+    data = Dataset.from_arrays(np.exp(t)[:, None], t=t, variables=["x"])
+    high = np.exp(0.99)
+    expected = int(np.floor(100 * np.log((2 * high - 1) / high))) + 1
+    assert expected == 49
+    with pytest.raises(Diverged) as caught:
+        api.forecast(growing_model(data), data, horizon=80)
+    assert caught.value.step == expected
+    assert f"at step {expected} of 80" in str(caught.value) and "--allow-escape" in str(caught.value)
+    assert "[1, 2.691]" in str(caught.value)
+    kept = api.forecast(growing_model(data), data, horizon=80, allow_escape=True)
+    np.testing.assert_allclose(kept.x[:, 0], np.exp(0.99 + 0.01 * np.arange(1, 81)), rtol=1e-6)
+    inside = api.forecast(growing_model(data), data, horizon=expected - 1)  # stays in range
+    assert inside.x[-1, 0] < 2 * high - 1
+
+
+def test_the_escape_check_skips_constant_and_unobserved_variables():
+    from dynid.metrics.dsr import escape_step
+
+    low, high = np.array([0.0, 5.0, np.nan]), np.array([1.0, 5.0, np.nan])
+    assert escape_step(low, high, np.array([[0.5, 5.0 + 1e-12, 1e9]])) is None
+    assert escape_step(low, high, np.array([[0.5, 5.0, 0.0], [2.01, 5.0, 0.0]])) == 2
+    assert escape_step(low, high, np.array([[0.5, 5.0, np.inf]])) == 1
+
+
+def test_cli_forecast_refuses_an_escaped_forecast_unless_allowed(tmp_path, cli):
+    t = np.arange(200) * 0.01
+    growth = tmp_path / "growth.csv"
+    pd.DataFrame({"t": t, "x": np.exp(t)}).to_csv(growth, index=False)
+    model = tmp_path / "var.dynid"
+    assert cli("fit", growth, "--model", "var", "-o", model, "-q").returncode == 0
+    info = json.loads(cli("info", model, "--json").stdout)
+    np.testing.assert_allclose([info["data_range"]["low"], info["data_range"]["high"]], [[1.0], [np.exp(1.99)]])
+    refused = cli("forecast", model, growth, "--horizon", "200")
+    assert refused.returncode == 1 and refused.stdout == b""
+    assert b"left the training data's range" in refused.stderr and b"--allow-escape" in refused.stderr
+    kept = cli("forecast", model, growth, "--horizon", "200", "--allow-escape")
+    assert kept.returncode == 0
+    values = pd.read_csv(io.BytesIO(kept.stdout))["x"].to_numpy()
+    assert len(values) == 200 and values[-1] > 2 * np.exp(1.99)
+
+
+def test_a_model_file_without_a_recorded_range_forecasts_as_before(tmp_path):
+    from dynid.modelfile import describe_fit, load_model, save_model
+
+    t = np.arange(100) * 0.01
+    data = Dataset.from_arrays(np.exp(t)[:, None], t=t, variables=["x"])
+    model = growing_model(data)
+    path = str(tmp_path / "old.dynid")
+    metadata = describe_fit(model, data, seed=0, device="cpu", fit_seconds=0.0)
+    del metadata["data_range"]  # as files written before the range was recorded
+    save_model(model, path, metadata)
+    old = load_model(path).model
+    assert old.data_range_ is None
+    assert np.isfinite(api.forecast(old, data, horizon=80).x).all()

@@ -37,7 +37,7 @@ MAY_IMPORT: dict[str, frozenset[str]] = {
     "dynid.linear": frozenset({"dynid.data"}),
     "dynid.training": frozenset({"dynid.data"}),
     "dynid.symbolic": frozenset({"dynid.data", "dynid.linear"}),
-    "dynid.causal": frozenset({"dynid.data", "dynid.linear", "dynid.training"}),
+    "dynid.causal": frozenset({"dynid.data", "dynid.linear", "dynid.training", "dynid.symbolic"}),
     "dynid.models": frozenset(
         {"dynid.data", "dynid.linear", "dynid.training", "dynid.symbolic", "dynid.metrics",
          "dynid.systems"}

@@ -202,6 +202,22 @@ def test_the_default_lbfgs_stage_runs_when_a_full_batch_loss_is_cheap_enough():
     assert NODE._lbfgs_iterations(at_cap, NODEParams(lbfgs=0)) == 0
 
 
+def test_the_automatic_lbfgs_stage_shrinks_with_a_smaller_epoch_budget():
+    from dynid.models.continuous.base import LBFGS_AUTO_ITERATIONS
+    from dynid.models.continuous.node import NODE, NODEParams
+
+    small = [np.zeros((200, 3))]
+    default_epochs = NODEParams().epochs  # 40: the default fit keeps all 500 iterations
+    assert NODE._lbfgs_iterations(small, NODEParams()) == LBFGS_AUTO_ITERATIONS
+    assert NODE._lbfgs_iterations(small, NODEParams(epochs=5)) == 63  # 500 * 5 / 40, up
+    assert NODE._lbfgs_iterations(small, NODEParams(epochs=4 * default_epochs)) == LBFGS_AUTO_ITERATIONS
+    # A fit asked for 5 Adam epochs runs 63 iterations, i.e. 3 L-BFGS epochs of 25 (it ran 20,
+    # some two minutes, before the stage followed the budget).
+    fit = api.fit(linear_data(), "node", ["width=16", "depth=1", "epochs=5"], seed=0, device="cpu")
+    assert fit.model.metrics_["epochs"] == 5
+    assert fit.model.metrics_["lbfgs_epochs"] == -(-63 // LBFGSTrainer.ITERATIONS) == 3
+
+
 def jacobian_eigenvalues(model, x: np.ndarray) -> np.ndarray:
     """Eigenvalues of the learned field's Jacobian at state x (d,), in the data's units."""
     z = torch.as_tensor((x - model.center_) / model.scale_)[None]

@@ -87,7 +87,7 @@ def test_parallel_symbolic_sweep_counts_every_equation(lorenz):
 @pytest.mark.parametrize("method, params, total", [
     # te and ccm: the estimates, then the sequential Monte-Carlo tests of all links together
     ("pcmci", {}, 2), ("te", {"n_permutations": 19}, 2), ("ccm", {"n_surrogates": 19}, 2),
-    ("dynamic", {"window": 150, "step": 75}, None),
+    ("dynamic", {"window": 150, "step": 75}, None), ("consensus", {}, 2),
 ])
 def test_slow_causal_methods_report_progress_and_the_same_graph(lorenz, method, params, total):
     cls = causal_method(method)
@@ -101,6 +101,8 @@ def test_slow_causal_methods_report_progress_and_the_same_graph(lorenz, method, 
     assert last.done == last.total and (total is None or last.total == total)
     if method == "dynamic":  # one step per window; the windows' own base runs stay silent
         assert all("window" in r.stage for r in recorder.reports) and last.total >= 3
+    if method == "consensus":  # one step per member; the members' own stages stay silent
+        assert {r.stage for r in recorder.reports} == {"consensus: crosspred", "consensus: pcmci"}
 
 
 def test_symbolic_cli_status_lines_with_verbose_none_with_quiet(cli, tmp_path):

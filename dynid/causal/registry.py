@@ -17,6 +17,8 @@ _METHODS: dict[str, str] = {
     "neural": "dynid.causal.neural:NeuralGranger",
     "dynamic": "dynid.causal.dynamic:DynamicCausality",
     "crosspred": "dynid.causal.crosspred:CrossPrediction",
+    "sindy": "dynid.causal.sindy:SparseEquations",
+    "consensus": "dynid.causal.consensus:Consensus",
 }
 
 

@@ -76,13 +76,17 @@ def main(argv: Optional[list[str]] = None) -> int:
 
     import warnings
 
+    from dynid.runner import Terminated, sigterm_raises
+
     args = sys.argv[1:] if argv is None else argv
     verbose = any(a in ("-v", "--verbose") for a in args)
     quiet = any(a in ("-q", "--quiet") for a in args)
     command = typer.main.get_command(app)
     ARGUMENTS.set(tuple(args))
     try:
-        with warnings.catch_warnings():
+        # SIGTERM (how SLURM and cron cancel a job) unwinds like Ctrl-C: atomic writes remove
+        # their temporary files, one line says so, exit 130.
+        with sigterm_raises(), warnings.catch_warnings():
             warnings.showwarning = _warning_printer(quiet)
             result = command.main(args=args, prog_name="dynid", standalone_mode=False)
         return result if isinstance(result, int) else 0
@@ -98,6 +102,19 @@ def main(argv: Optional[list[str]] = None) -> int:
     except (KeyboardInterrupt, typer_exceptions.Abort) as exc:
         _fail("dynid: interrupted", exc, verbose)
         return 130
+    except Terminated as exc:
+        import contextlib
+        import os
+
+        _fail("dynid: terminated", exc, verbose)
+        with contextlib.suppress(OSError, ValueError):  # a closed pipe or stream
+            sys.stdout.flush()
+            sys.stderr.flush()
+        # The unwinding has removed every temporary file; leave without the interpreter's
+        # finalisation, where a library's native thread still running (torch, a pool's
+        # workers) aborted the process ("terminate called without an active exception",
+        # exit -6) in CI.
+        os._exit(Terminated.exit_code)
     except Exception as exc:  # noqa: BLE001 - the one place that maps every failure to a code
         from dynid.errors import DynidError, StdoutClosed
 

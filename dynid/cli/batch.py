@@ -125,28 +125,20 @@ def run_each(key: str, spec: EachSpec, kwargs: dict[str, Any], batch: BatchOptio
             Path(job.output).parent.mkdir(parents=True, exist_ok=True)
     task = CommandTask(key, spec, _inner_kwargs(kwargs), {"json": out.json_mode, "quiet": out.quiet, "verbose": out.verbose})
     failed = 0
-    try:
-        for job, outcome in runner.run_jobs(task, jobs, batch.jobs or 1, executor=batch.executor,
-                                            scheduler=batch.scheduler, preload=(key.partition(":")[0], *WORKER_PRELOAD)):
-            if outcome.exit_code == UsageError.exit_code:
-                raise UsageError(outcome.error or "bad usage")
-            if outcome.error is not None:
-                failed += 1
-                named = outcome.error if outcome.error.startswith(job.input) else f"{job.input}: {outcome.error}"
-                print(f"dynid: error: {named}", file=sys.stderr, flush=True)
-                if out.json_mode:
-                    out.emit_text(batch_line(spec.kind, job.input, error=outcome.error, exit_code=outcome.exit_code))
-            elif out.json_mode:
-                out.emit_text(batch_line(spec.kind, job.input, output=job.output, document=outcome.document))
-            elif outcome.text is not None:
-                out.emit_text(f"# {job.input}\n{outcome.text}")
-    except runner.Terminated:
-        print("dynid: terminated", file=sys.stderr, flush=True)
-        sys.stdout.flush()
-        # The unwinding has removed every temporary file; leave without the interpreter's
-        # finalisation, where a library's native thread still running aborted the process
-        # ("terminate called without an active exception", exit -6 instead of 143) in CI.
-        os._exit(runner.Terminated.exit_code)
+    for job, outcome in runner.run_jobs(task, jobs, batch.jobs or 1, executor=batch.executor,
+                                        scheduler=batch.scheduler, preload=(key.partition(":")[0], *WORKER_PRELOAD)):
+        if outcome.exit_code == UsageError.exit_code:
+            raise UsageError(outcome.error or "bad usage")
+        if outcome.error is not None:
+            failed += 1
+            named = outcome.error if outcome.error.startswith(job.input) else f"{job.input}: {outcome.error}"
+            print(f"dynid: error: {named}", file=sys.stderr, flush=True)
+            if out.json_mode:
+                out.emit_text(batch_line(spec.kind, job.input, error=outcome.error, exit_code=outcome.exit_code))
+        elif out.json_mode:
+            out.emit_text(batch_line(spec.kind, job.input, output=job.output, document=outcome.document))
+        elif outcome.text is not None:
+            out.emit_text(f"# {job.input}\n{outcome.text}")
     if failed:
         out.info(f"{failed} of {len(jobs)} input(s) failed")
         raise typer.Exit(1)

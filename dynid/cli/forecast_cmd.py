@@ -26,6 +26,7 @@ def forecast(
     interval: Annotated[Optional[float], typer.Option("--interval", help="Add {variable}_lower and {variable}_upper columns bounding this central probability (0.9) of the predictive distribution (models with one: lds, gpsde).")] = None,
     sample: Annotated[bool, typer.Option("--sample", help="One path drawn from the predictive distribution instead of its mean, the same for the same --seed (models with sample paths: lds, ctlds, gpsde).")] = False,
     seed: Annotated[int, typer.Option("--seed", help="Random seed of --sample.")] = 0,
+    allow_escape: Annotated[bool, typer.Option("--allow-escape", help="Write the forecast even where it leaves the training data's range widened by that range on each side (by default such a forecast has diverged: exit 1, nothing written). Non-finite values are refused still.")] = False,
     time_format: Annotated[Optional[str], typer.Option("--time-format", help="When DATA's time is date-times: iso (date-times continuing them, UTC 'Z' if they were zoned) or seconds since DATA's first sample [default: iso, seconds into HDF5]. Other times are written in DATA's units.", autocompletion=completion.choices(TIME_FORMATS))] = None,
     output: OutputPath = None,
     *,
@@ -51,7 +52,8 @@ def forecast(
     dataset = model_data_options(data, model).load([data_file], nan_default=nan_default, out=out)
     origin = _iso_origin(time_format, dataset.time_origin, output)
     future = future_input_rows(model, future_inputs, horizon, data, dataset, out)
-    result = api.forecast(model, dataset, horizon, future, interval=interval, sample=sample, seed=seed)
+    result = api.forecast(model, dataset, horizon, future, interval=interval, sample=sample, seed=seed,
+                          allow_escape=allow_escape)
     for note in result.notes:
         out.info(note)
     time_column = dataset.time_column or "t"

@@ -20,7 +20,7 @@ EXIT_STATUS = [
     ("2", "bad usage (unknown option, bad -p value)"),
     ("3", "bad input data or model file (unreadable, unknown column, non-monotonic time, truncated or foreign model file)"),
     ("4", "a requested resource is missing (--device cuda without a GPU, an optional extra not installed)"),
-    ("130", "interrupted"),
+    ("130", "interrupted (SIGINT, Ctrl-C, or SIGTERM, as SLURM and cron cancel jobs); no partial output file is left"),
 ]
 
 # Real commands for each page's EXAMPLES section, in an order that works as one shell session

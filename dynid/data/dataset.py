@@ -175,6 +175,21 @@ class Dataset:
         u = None if not self.inputs else np.concatenate([trial.u for trial in self.trials])
         return x, u
 
+    def value_range(self) -> np.ndarray:
+        """(2, d): each state variable's smallest and largest value over all trials (NaN for
+        a variable with no observed value)."""
+        return value_range(self.stacked()[0])
+
+
+def value_range(x: np.ndarray, within: np.ndarray | None = None) -> np.ndarray:
+    """(2, d): the smallest and largest value of each column of ``x`` (n, d), missing values
+    skipped (NaN for a column with none), widened to cover the range ``within`` (2, d) when
+    given (a range gathered chunk by chunk)."""
+    seen = np.stack([np.fmin.reduce(x, axis=0), np.fmax.reduce(x, axis=0)])
+    if within is None:
+        return seen
+    return np.stack([np.fmin(within[0], seen[0]), np.fmax(within[1], seen[1])])
+
 
 def common_step(trials: list[Trial] | tuple[Trial, ...]) -> float | None:
     """The sampling interval shared by every trial, or None if any is irregular or they differ."""

@@ -3,7 +3,9 @@
 Layouts (see ../shared/CONTRACT.md): a 2-D dataset (samples x variables) whose attribute
 ``columns`` names the variables, with an optional 1-D time dataset ``t``/``time`` beside it; a
 group of 1-D datasets of equal length (one column each); a pandas ``to_hdf`` group (fixed or table
-format, read without PyTables); a group whose members are such things = one trial each. Attributes
+format, read without PyTables); a group whose members are such things = one trial each. A
+group's own 1-D columns are its data even when groups sit beside them (metadata, another
+recording): those are not read, and a note names them (``file.h5:/group`` reads one). Attributes
 ``dt``, ``t0`` (and ``time_unit``) on a dataset or its group give the time axis when no time
 column does.
 """
@@ -44,8 +46,9 @@ def read_hdf5(path: str, inner: str | None, wanted: set[str] | None) -> list[Tab
 
 def _collect_trials(path: str, node, wanted: set[str] | None) -> list[Table]:  # type: ignore[no-untyped-def]
     """A 2-D dataset is one trial; so is a group holding exactly one 2-D dataset (with its time
-    vector), a group of 1-D columns, and a pandas group; a group of such members is one trial
-    each; a group wrapping a single subgroup is looked through."""
+    vector), a group of 1-D columns (groups beside them are not read, said in a note), and a
+    pandas group; a group of such members is one trial each; a group wrapping a single
+    subgroup is looked through."""
     import h5py
 
     if isinstance(node, h5py.Dataset):
@@ -90,15 +93,27 @@ def _single_trial(path: str, group, wanted: set[str] | None) -> Table | None:  #
     if is_pandas_group(group):
         return read_pandas_group(path, group)
     members = _members(group)
-    if any(isinstance(m, h5py.Group) for m in members):
-        return None
-    matrices = [m for m in members if m.ndim == 2]
-    if len(matrices) == 1:
+    subgroups = [m for m in members if isinstance(m, h5py.Group)]
+    datasets = [m for m in members if isinstance(m, h5py.Dataset)]
+    matrices = [m for m in datasets if m.ndim == 2]
+    if len(matrices) == 1 and not subgroups:
         return _matrix_trial(path, matrices[0], group, wanted)
-    vectors = [m for m in members if m.ndim == 1]
-    if not matrices and vectors and len({m.shape[0] for m in vectors}) == 1:
+    vectors = [m for m in datasets if m.ndim == 1]
+    if matrices or not vectors or len({m.shape[0] for m in vectors}) != 1:
+        return None
+    if not subgroups:
         return _columns_trial(path, group, vectors)
-    return None
+    if all(is_time_name(m.name.rsplit("/", 1)[-1]) for m in vectors):
+        return None  # a time vector beside the groups that hold the data
+    # The group's own columns are its data; groups beside them (metadata, another recording)
+    # are not read with them, which the user hears, with how to read one instead.
+    table = _columns_trial(path, group, vectors)
+    others = ", ".join(m.name for m in sorted(subgroups, key=lambda m: _natural_key(m.name)))
+    table.notes.append(
+        f"{path}:{group.name}: read its 1-D columns ({', '.join(table.columns)}); the group(s) "
+        f"{others} beside them were not read (name one to read it instead: {path}:{subgroups[0].name})"
+    )
+    return table
 
 
 def _matrix_trial(path: str, dataset, parent, wanted: set[str] | None) -> Table:  # type: ignore[no-untyped-def]

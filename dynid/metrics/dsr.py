@@ -48,6 +48,8 @@ __all__ = [
     "ESCAPE_MARGIN",
     "N_BINS",
     "SPECTRUM_SIGMA",
+    "escape_box",
+    "escape_step",
     "escapes",
     "power_spectrum_distance",
     "smoothed_spectra",
@@ -72,9 +74,31 @@ def escapes(true: np.ndarray, generated: np.ndarray, margin: float = ESCAPE_MARG
     """Whether ``generated`` (T', d) has a non-finite value or leaves the range of ``true``
     (T, d) widened on each side by ``margin`` times that range: a diverged run."""
     x, y = _pair(true, generated)
-    low, high = x.min(axis=0), x.max(axis=0)
+    return escape_step(x.min(axis=0), x.max(axis=0), y, margin) is not None
+
+
+def escape_step(
+    low: np.ndarray, high: np.ndarray, generated: np.ndarray, margin: float = ESCAPE_MARGIN
+) -> int | None:
+    """The first row (1-based step) of ``generated`` (T', d) that has a non-finite value or
+    leaves ``escape_box(low, high, margin)``; None when every row stays inside."""
+    lower, upper = escape_box(low, high, margin)
+    y = np.asarray(generated, dtype=float)
+    inside = np.all(np.isfinite(y) & (y >= lower) & (y <= upper), axis=1)
+    return None if inside.all() else int(np.argmin(inside)) + 1
+
+
+def escape_box(
+    low: np.ndarray, high: np.ndarray, margin: float = ESCAPE_MARGIN
+) -> tuple[np.ndarray, np.ndarray]:
+    """The bounds (d,), (d,) a run has escaped beyond: the range [low, high] (d,) widened on
+    each side by ``margin`` times its width. A variable the range gives no scale for (a NaN
+    bound: never observed; width 0: constant, where round-off alone would leave it) is bounded
+    by +-inf."""
+    low, high = np.asarray(low, dtype=float), np.asarray(high, dtype=float)
     spread = margin * (high - low)
-    return not bool(np.all((y >= low - spread) & (y <= high + spread)))  # False for NaN too
+    scaled = spread > 0  # False for NaN too
+    return np.where(scaled, low - spread, -np.inf), np.where(scaled, high + spread, np.inf)
 
 
 def state_space_divergence(

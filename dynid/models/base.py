@@ -109,6 +109,9 @@ class Backend(ABC):
 
     Fitted state lives in attributes ending in ``_``: ``variables_``, ``inputs_``, ``dt_`` (set
     by ``fit``), ``metrics_`` (in-sample fit metrics) plus the backend's own arrays.
+    ``data_range_`` (2, d): each variable's smallest and largest value in the training data,
+    which a forecast that has diverged leaves (``dynid.api.forecast``); None for models from
+    files that do not record it.
     """
 
     name: ClassVar[str]
@@ -118,6 +121,7 @@ class Backend(ABC):
     # Arrays that model files of earlier versions lack and that load with the value those
     # versions implied; every other missing array is named in a DataError.
     legacy_arrays: ClassVar[frozenset[str]] = frozenset()
+    data_range_: np.ndarray | None = None
 
     def __init__(self, params: Hyperparameters | None = None) -> None:
         self.params = params if params is not None else self.Params()
@@ -166,6 +170,7 @@ class Backend(ABC):
         self.variables_ = tuple(data.variables)
         self.inputs_ = tuple(data.inputs)
         self.dt_ = data.dt if data.dt is not None else _median_step(data)
+        self.data_range_ = data.value_range()
         self.training_options = training if training is not None else TrainingOptions()
         if labels is None:
             self._fit(data, seed=seed, device=device, progress=progress)
@@ -180,13 +185,15 @@ class Backend(ABC):
         return None
 
     def fit_moments(self, moments: LaggedMoments, *, variables: tuple[str, ...], inputs: tuple[str, ...],
-                    dt: float | None, source: str) -> Backend:
-        """Learn from ``moments`` (from ``self.moments``, filled with the data ``source``);
-        returns self. Data checks as in ``fit``."""
+                    dt: float | None, source: str, data_range: np.ndarray | None = None) -> Backend:
+        """Learn from ``moments`` (from ``self.moments``, filled with the data ``source``,
+        whose values span ``data_range`` (2, d), see ``data_range_``); returns self. Data checks
+        as in ``fit``."""
         if self.capabilities.uniform_steps and dt is None:
             raise DataError(f"{source}: the {self.name} backend needs uniform time steps but the sampling "
                             "is irregular (or differs between trials)")
         self.variables_, self.inputs_, self.dt_ = tuple(variables), tuple(inputs), dt if dt is not None else 1.0
+        self.data_range_ = data_range
         self._fit_moments(moments)
         return self
 
@@ -281,13 +288,16 @@ class Backend(ABC):
         inputs: tuple[str, ...],
         dt: float,
         metrics: dict[str, Any] | None = None,
+        data_range: np.ndarray | None = None,
     ) -> Backend:
-        """Rebuild a fitted model from stored arrays; DataError if any array is missing or off."""
+        """Rebuild a fitted model from stored arrays; DataError if any array is missing or off.
+        data_range: ``data_range_`` as the model file records it (None: not recorded)."""
         model = cls(params)
         model.variables_ = tuple(variables)
         model.inputs_ = tuple(inputs)
         model.dt_ = float(dt)
         model.metrics_ = dict(metrics or {})
+        model.data_range_ = data_range
         model._load_arrays(arrays)
         return model
 

@@ -99,17 +99,11 @@ def _identify(data: Dataset, params: SymbolicParams, seed: int | None, progress:
     rows = regression_rows(data, params)
     folds = make_folds(rows)
     train, val = folds.train, folds.val
-    user = _user_library(data, params)
+    user = user_library(data, params)
     candidates = []
     for spec in _library_specs(params):
         steps.start(f"evaluating library {spec}")
-        termset = _build_termset(spec, user, data, rows)
-        theta = rows.theta(termset)
-        usable = np.all(np.isfinite(theta), axis=0)
-        profile = None
-        if any(term.family for term in termset.terms):
-            profile = FamilyProfile(termset, theta, usable, train, rows.theta)
-        candidates.append(EvaluatedLibrary(spec, termset, theta, usable, profile))
+        candidates.append(evaluated_library(spec, user, data, rows, train))
     chosen = choose_equations(d, candidates, rows, folds, params, steps, names)
 
     refits = [refit(i, choice, rows, params) for i, choice in enumerate(chosen)]
@@ -144,7 +138,7 @@ def _identify(data: Dataset, params: SymbolicParams, seed: int | None, progress:
         ensemble = None
         if params.ensemble:
             steps.start(f"{names[i]}: ensemble of {params.ensemble}")
-            ensemble = _ensemble(choice, rows.targets[:, i], params, i, seed)
+            ensemble = equation_ensemble(choice, rows.targets[:, i], params, i, seed)
             steps.finish(f"ensemble of {names[i]}")
         result = _equation_result(choice, theta_val @ coefficients[i], rows.targets[val, i])
         if ensemble is not None:
@@ -166,17 +160,28 @@ def _library_specs(params: SymbolicParams) -> list[str]:
     return list(AUTO_LIBRARIES) if params.library == "auto" else [params.library]
 
 
-def _user_library(data: Dataset, params: SymbolicParams) -> CustomLibrary | None:
+def user_library(data: Dataset, params: SymbolicParams) -> CustomLibrary | None:
+    """``params.terms`` as a library over ``data``'s coordinates; None without terms."""
     if not params.terms.strip():
         return None
     return CustomLibrary(parse_user_terms(params.terms, list(data.variables), list(data.inputs)))
 
 
-def _build_termset(spec: str, user: CustomLibrary | None, data: Dataset, rows: RegressionRows) -> TermSet:
+def evaluated_library(
+    spec: str, user: CustomLibrary | None, data: Dataset, rows: RegressionRows, train: np.ndarray
+) -> EvaluatedLibrary:
+    """Library ``spec`` (plus the ``user`` terms) evaluated on ``rows``; families of alternative
+    terms get their profile over the ``train`` rows (N,) bool."""
     library = parse_library_spec(spec)
     if user is not None:
         library = library + user
-    return TermSet.build(library, data.n_variables, data.n_inputs, rows.states, rows.inputs)
+    termset = TermSet.build(library, data.n_variables, data.n_inputs, rows.states, rows.inputs)
+    theta = rows.theta(termset)
+    usable = np.all(np.isfinite(theta), axis=0)
+    profile = None
+    if any(term.family for term in termset.terms):
+        profile = FamilyProfile(termset, theta, usable, train, rows.theta)
+    return EvaluatedLibrary(spec, termset, theta, usable, profile)
 
 
 def _on_final(values: np.ndarray, columns: np.ndarray, p: int) -> np.ndarray:
@@ -189,19 +194,21 @@ def _plain_term(expression: str) -> Term:
     return Term(expression, (), "custom")
 
 
-def _ensemble(
-    choice: EquationChoice, y: np.ndarray, params: SymbolicParams, i: int, seed: int | None
+def equation_ensemble(
+    choice: EquationChoice, y: np.ndarray, params: SymbolicParams, i: int, seed: int | None,
+    error_floor: float = 0.0,
 ) -> tuple[np.ndarray, np.ndarray]:
     """E-SINDy: (inclusion probability (p,), every bag's coefficients (n_models, p), NaN off the
     columns the selection was offered) over the library's p columns, from the whole selection
     repeated on moving-block bootstrap bags (held out: out-of-bag rows); equation ``i`` draws
-    its bags from ``seed + 7919 i``."""
+    its bags from ``seed + 7919 i``. ``error_floor``: the targets' own systematic RMS error,
+    as ``selection.select`` takes it (``RegressionRows.target_error``)."""
     columns = choice.columns
 
     def fit(theta_bag, y_bag, theta_oob, y_oob):  # type: ignore[no-untyped-def]
         chosen = select(
             theta_bag, y_bag, theta_val=theta_oob, y_val=y_oob,
-            criterion=params.criterion, max_terms=params.max_terms,
+            criterion=params.criterion, max_terms=params.max_terms, error_floor=error_floor,
         )
         return chosen.best.coef
 

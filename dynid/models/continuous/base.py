@@ -10,6 +10,7 @@ their sampling; forecasts integrate the learned field over steps of the model's 
 
 from __future__ import annotations
 
+import math
 from abc import abstractmethod
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal
@@ -50,14 +51,17 @@ REFINE_DOC = (
 # The automatic L-BFGS stage (`-p lbfgs=none`): this many iterations when one full-batch loss
 # costs at most LBFGS_AUTO_STEPS solver steps (segments x intervals x substeps). 500
 # iterations on Van der Pol's 10 trials x 300 samples (23,000 steps) took 180 CPU s; the cap
-# keeps the stage under some 7 CPU minutes, and larger data are fitted by Adam alone.
+# keeps the stage under some 7 CPU minutes, and larger data are fitted by Adam alone. With
+# fewer Adam epochs than the backend's default (a quick look, a test) the stage shrinks in
+# proportion, so that it does not spend minutes after a fit asked to take seconds.
 LBFGS_AUTO_ITERATIONS = 500
 LBFGS_AUTO_STEPS = 50_000
 LBFGS_DOC = (
     "full-batch L-BFGS iterations on the segments after Adam (in epochs of "
     f"{LBFGSTrainer.ITERATIONS}), which fit the rare transient segments Adam leaves: "
-    f"forecasts from new initial states (0: none; none: {LBFGS_AUTO_ITERATIONS} when the "
-    f"segments need at most {LBFGS_AUTO_STEPS} solver steps in all, else none)")
+    f"forecasts from new initial states (0: none; none: {LBFGS_AUTO_ITERATIONS}, times "
+    "epochs / the default epochs when fewer, if the segments need at most "
+    f"{LBFGS_AUTO_STEPS} solver steps in all, else none; --max-time bounds it too)")
 _NETWORK = "net."
 
 
@@ -224,14 +228,18 @@ class ContinuousBackend(Backend):
 
     @staticmethod
     def _lbfgs_iterations(head: list[np.ndarray], params: ContinuousParams) -> int:
-        """L-BFGS iterations: ``lbfgs`` as given, or when it is None the automatic choice
-        (LBFGS_AUTO_ITERATIONS if a full-batch loss on the fit rows ``head`` costs at most
-        LBFGS_AUTO_STEPS solver steps, else 0)."""
+        """L-BFGS iterations: ``lbfgs`` as given, or when it is None the automatic choice:
+        none if a full-batch loss on the fit rows ``head`` costs more than LBFGS_AUTO_STEPS
+        solver steps, else LBFGS_AUTO_ITERATIONS, scaled by ``epochs`` / the Params' default
+        epochs when that is below 1 (rounded up)."""
         if params.lbfgs is not None:
             return params.lbfgs
         segments = sum(max(trial.shape[0] - params.segment, 0) for trial in head)
         steps = segments * params.segment * params.substeps
-        return LBFGS_AUTO_ITERATIONS if steps <= LBFGS_AUTO_STEPS else 0
+        if steps > LBFGS_AUTO_STEPS:
+            return 0
+        share = min(1.0, params.epochs / type(params)().epochs)
+        return math.ceil(LBFGS_AUTO_ITERATIONS * share)
 
     def _split(self, rows: list[np.ndarray], params: ContinuousParams
                ) -> tuple[list[np.ndarray], list[np.ndarray] | None]:

@@ -4,8 +4,12 @@ Yield Highly Interpretable Symbolic Codes in Dynamical Systems Reconstruction", 
     z_{t+1} = A * z_t + W phi(z_t) + h + C u_t,   phi(z) = [z_1..z_{M-P}, relu(z_{M-P+1..M})],
 
 with only P of the M units piecewise linear, so the model is linear inside each of at most 2^P
-subregions. Trained by GTF like ``plrnn`` (the AL-RNN paper used sparse teacher forcing, i.e.
-``-p alpha=1 -p forcing_interval=16``, available here too).
+subregions. Trained by GTF like ``plrnn``. The reference code (DurstewitzLab/ALRNN-DSR) trains
+Lorenz-63 by sparse teacher forcing instead, ``-p alpha=1 -p forcing_interval=16 -p sequence=200
+-p batch=16 -p lr=1e-3 -p lr_end=1e-5 -p noise=0.05 -p regularisation=0``, for 100,000 batches
+(``-p epochs=2000 -p batches=50``); that model reaches D_stsp ~3, D_H ~0.15 on Lorenz-63, and
+neither recipe reconstructs the attractor in the few thousand batches of a 5-minute fit
+(benchmarks/README.md, "alrnn against its reference code").
 
 The fit reports, in the model file's metrics (``dynid info``), the subregions the data and a
 free run visit and the free run's symbolic coding: the sequence of subregions, each named by
@@ -48,9 +52,9 @@ class ALRNNParams(GTFParams):
 
 class ALRNN(GTFBackend):
     """AL-RNN. Fitted arrays (M latents, P piecewise-linear units, N variables, m inputs):
-    ``A`` (M,), ``W`` (M, M; its diagonal unused), ``h`` (M,), ``C`` (M, m) in standardised
-    units; ``mean``, ``scale`` (N,), ``input_mean``, ``input_scale`` (m,); ``dominant_region``
-    (P,) the 0/1 slopes of the subregion the data visit most."""
+    ``A`` (M,), ``W`` (M, M; full, as in the reference code), ``h`` (M,), ``C`` (M, m) in
+    standardised units; ``mean``, ``scale`` (N,), ``input_mean``, ``input_scale`` (m,);
+    ``dominant_region`` (P,) the 0/1 slopes of the subregion the data visit most."""
 
     name = "alrnn"
     summary = ("almost-linear RNN (P of M units ReLU) trained by generalized teacher forcing; "

@@ -113,32 +113,41 @@ class ShallowPLRNN(LatentCell):
 
 
 class ALRNN(LatentCell):
-    """The almost-linear RNN (Brenner et al., NeurIPS 2024):
+    """The almost-linear RNN (Brenner et al., NeurIPS 2024), as its reference code
+    (DurstewitzLab/ALRNN-DSR, ``src/models/alrnn.jl``) has it:
 
         z_{t+1} = A * z_t + W phi(z_t) + h + C u_t,
         phi(z) = [z_1 .. z_{M-P}, relu(z_{M-P+1}) .. relu(z_M)]
 
-    A (M,), W (M, M) with a zero diagonal (A is the self-coupling), h (M,). Only the last P
-    units are piecewise linear, so there are at most 2^P linear subregions, named by the signs
-    of those P units. Jacobian diag(A) + W diag(1, .., 1, 1[z_{M-P+1:} > 0]).
+    A (M,), W (M, M), h (M,). Only the last P units are piecewise linear, so there are at most
+    2^P linear subregions, named by the signs of those P units. W is full: on a linear unit its
+    diagonal only adds to A, but on a piecewise-linear unit i it gives the unit its own slope on
+    each side of 0 (A_i below, A_i + W_ii above), which a zero diagonal would forbid. Jacobian
+    diag(A) + W diag(1, .., 1, 1[z_{M-P+1:} > 0]).
+
+    Initialisation as the reference's ``initialize_A_W_h``: A the diagonal of the
+    Talathi-Vartak matrix, W ~ N(0, ``W_INIT_SD``^2), h = 0, so the untrained map contracts
+    (eigenvalues near A, in (0, 1)). The Talathi-Vartak matrix's off-diagonal as W instead (as
+    the shPLRNN's, dynid before) makes diag(A) + W that whole matrix, whose largest eigenvalue is
+    1 by construction: training then starts on the margin of instability and learned real
+    eigenvalues above 1 that the free runs left along (benchmarks/README.md, alrnn).
     """
 
+    W_INIT_SD = 0.01
+
     def __init__(self, latent: int, pwl: int, inputs: int, generator: torch.Generator) -> None:
-        k = _talathi_vartak(latent, generator)
-        super().__init__(k, inputs, generator)
+        super().__init__(_talathi_vartak(latent, generator), inputs, generator)
         self.pwl = pwl
-        self.W = nn.Parameter(k * (1.0 - torch.eye(latent)))
+        self.W = nn.Parameter(torch.randn(latent, latent, generator=generator) * self.W_INIT_SD)
         self.h = nn.Parameter(torch.zeros(latent))
-        self.register_buffer("off_diagonal", 1.0 - torch.eye(latent), persistent=False)
 
     def stepper(self) -> Callable[[torch.Tensor], torch.Tensor]:
         # A z + W phi(z) = L z + W[:, M-P:] relu(z[M-P:]), L = diag(A) + W with its last P
-        # columns (and its diagonal) zeroed: two products a step, no concatenation.
+        # columns zeroed: two products a step, no concatenation of the state.
         first = self.latent - self.pwl
-        w = self.W * self.off_diagonal
-        linear = torch.diag(self.A) + torch.cat([w[:, :first], torch.zeros_like(w[:, first:])],
-                                                dim=1)
-        relu_part = w[:, first:]
+        linear = torch.diag(self.A) + torch.cat(
+            [self.W[:, :first], torch.zeros_like(self.W[:, first:])], dim=1)
+        relu_part = self.W[:, first:]
 
         def step(z: torch.Tensor) -> torch.Tensor:
             return F.linear(z, linear, self.h) + F.linear(F.relu(z[:, first:]), relu_part)
@@ -150,6 +159,5 @@ class ALRNN(LatentCell):
 
     def region_jacobian(self, slopes: torch.Tensor) -> torch.Tensor:
         ones = slopes.new_ones((*slopes.shape[:-1], self.latent - self.pwl))
-        w = self.W * self.off_diagonal
         diagonal = torch.diag_embed(self.A.expand(*slopes.shape[:-1], self.latent))
-        return diagonal + w * torch.cat([ones, slopes], dim=-1)[..., None, :]
+        return diagonal + self.W * torch.cat([ones, slopes], dim=-1)[..., None, :]

@@ -1,0 +1,60 @@
+"""SIGTERM (how SLURM, cron and service managers cancel a job) ends one command as Ctrl-C does:
+exit 130, one line on stderr, no temporary or partial file left. Batches: tests/test_batch.py."""
+
+import os
+import signal
+import subprocess
+import sys
+
+import numpy as np
+import pandas as pd
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def _start(tmp_path, prelude: str, *args: str) -> subprocess.Popen:
+    """``dynid ARGS`` in a fresh interpreter run from ``tmp_path``, after ``prelude`` (Python
+    that instruments it), as the console script runs it."""
+    t = np.arange(300) * 0.05
+    pd.DataFrame({"t": t, "x": np.sin(t), "y": np.cos(t)}).to_csv(tmp_path / "data.csv", index=False)
+    script = tmp_path / "script.py"
+    script.write_text(f"import sys\n{prelude}\nfrom dynid.cli.app import run\nsys.argv = ['dynid', *{list(args)!r}]\nrun()\n")
+    env = {**os.environ, "PYTHONPATH": f"{ROOT}{os.pathsep}{os.environ.get('PYTHONPATH', '')}"}
+    return subprocess.Popen([sys.executable, str(script)], cwd=tmp_path, env=env,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+
+
+def _assert_terminated_cleanly(process: subprocess.Popen, stderr: bytes, tmp_path) -> None:
+    assert process.returncode == 130, stderr.decode()
+    assert stderr.decode().splitlines()[-1] == "dynid: terminated"
+    assert b"Traceback" not in stderr
+    assert sorted(os.listdir(tmp_path)) == ["data.csv", "script.py"]  # no model, no temp file
+
+
+def test_sigterm_during_a_fit_exits_130_without_a_model_file(tmp_path):
+    announce = ("from dynid.models.base import Backend\n"
+                "fit = Backend.fit\n"
+                "def announced(self, *args, **kwargs):\n"
+                "    print('fitting', file=sys.stderr, flush=True)\n"
+                "    return fit(self, *args, **kwargs)\n"
+                "Backend.fit = announced")
+    process = _start(tmp_path, announce, "fit", "data.csv", "--model", "node", "-p", "epochs=100000",
+                     "-o", "m.dynid")
+    assert process.stderr.readline() == b"fitting\n"  # the fit is under way
+    process.send_signal(signal.SIGTERM)
+    _, rest = process.communicate(timeout=60)
+    _assert_terminated_cleanly(process, b"fitting\n" + rest, tmp_path)
+
+
+def test_sigterm_while_the_model_file_is_written_removes_the_temporary_file(tmp_path):
+    # SIGTERM lands after the model's bytes are on disk in the temporary file, before the
+    # rename that would make it the model file.
+    terminate_in_fsync = ("import os, signal\n"
+                          "fsync = os.fsync\n"
+                          "def fsync_then_sigterm(fd):\n"
+                          "    fsync(fd)\n"
+                          "    os.kill(os.getpid(), signal.SIGTERM)\n"
+                          "os.fsync = fsync_then_sigterm")
+    process = _start(tmp_path, terminate_in_fsync, "fit", "data.csv", "--model", "var", "-o", "m.dynid")
+    _, stderr = process.communicate(timeout=120)
+    _assert_terminated_cleanly(process, stderr, tmp_path)
