@@ -243,3 +243,23 @@ def test_noisy_lotka_volterra_at_uniformly_random_times():
     noisy = clean + 0.02 * clean.std(axis=0) * rng.standard_normal(clean.shape)
     model = dynid.fit(dynid.Dataset.from_arrays(noisy, t=t, variables=["x", "y"]), "symbolic", ["ensemble=0"]).model
     _assert_equations(_equations(model), {"x": {"x": 1.1, "x*y": -0.4}, "y": {"x*y": 0.1, "y": -0.4}}, rel=0.03)
+
+
+def test_one_coordinate_of_a_two_dimensional_system_fits_with_a_warning_not_a_crash():
+    # x = sin t + 0.5 sin 2.3 t is one coordinate of a 4-D linear system: dx/dt is no function
+    # of x alone, so no term survives. With the ensemble on, that empty equation used to crash
+    # the interval code (numpy's percentiles of no columns are empty).
+    t = np.arange(2000) * 0.01
+    x = np.sin(t) + 0.5 * np.sin(2.3 * t)
+    with pytest.warns(UserWarning, match=r"no equation for x .*validation R\^2 -"):
+        model = dynid.fit(dynid.Dataset.from_arrays(x[:, None], t=t, variables=["x"]), "symbolic").model
+    assert model.metrics_["validation_r2"]["x"] < 0
+    assert model.interval_.shape == (1, 0, 2)
+
+
+def test_an_equation_with_skill_gives_no_warning(recwarn):
+    t = np.arange(1000) * 0.01
+    x = 2.0 * np.exp(-0.5 * t)  # dx/dt = -0.5 x
+    model = dynid.fit(dynid.Dataset.from_arrays(x[:, None], t=t, variables=["x"]), "symbolic").model
+    assert not [w for w in recwarn if "no equation for" in str(w.message)]
+    assert model.metrics_["validation_r2"]["x"] > 0.99

@@ -106,6 +106,8 @@ def pivot_interval(estimate: np.ndarray, coefs: np.ndarray, level: float = 0.95)
     percentiles bracket the median). A term no model was offered gets [estimate, estimate].
     """
     estimate = np.asarray(estimate, dtype=float)
+    if estimate.size == 0:  # an equation that kept no term (numpy's percentiles of none are empty)
+        return np.zeros((0, 2))
     tail = 50.0 * (1.0 - level)
     offered = ~np.isnan(coefs)
     filled = np.where(offered.any(axis=0), coefs, 0.0)

@@ -22,6 +22,7 @@ Here the steps are put together, and every equation's terms merged into one term
 
 from __future__ import annotations
 
+import warnings
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -144,6 +145,7 @@ def _identify(data: Dataset, params: SymbolicParams, seed: int | None, progress:
         if ensemble is not None:
             _add_uncertainty(result, mapping, ensemble, coefficients[i], None if std is None else std[i])
         equations.append(result)
+    _warn_without_skill(names, equations)
     metrics = {
         "formulation": rows.formulation,
         **rows.details,
@@ -154,6 +156,21 @@ def _identify(data: Dataset, params: SymbolicParams, seed: int | None, progress:
     if shooting is not None:
         metrics["shooting"] = shooting.details()
     return Identification(final, coefficients, equations, metrics)
+
+
+def _warn_without_skill(names: list[str], equations: list[EquationResult]) -> None:
+    """One warning per equation that predicts its held-out rows worse than their mean (R^2 < 0):
+    its variable's change is not a function of the recorded variables in any library tried (one
+    coordinate of a higher-dimensional system) or the record is too short to show one, and the
+    equation says nothing about it."""
+    for name, equation in zip(names, equations, strict=True):
+        if equation.validation_r2 < 0:
+            warnings.warn(
+                f"symbolic: no equation for {name} predicts its held-out rows better than their mean "
+                f"(validation R^2 {equation.validation_r2:.3g}): too few samples, or dynamics that "
+                "involve variables the file does not hold (try a delay embedding or a latent model)",
+                stacklevel=2,
+            )
 
 
 def _library_specs(params: SymbolicParams) -> list[str]:
