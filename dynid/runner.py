@@ -274,8 +274,10 @@ def _redeliver_termination(unraisable: sys.UnraisableHookArgs) -> None:
 def sigterm_raises() -> Iterator[None]:
     """SIGTERM raises ``Terminated`` in the main thread within the block (a CLI command, a
     batch); restored after. Elsewhere than in the main thread, which alone receives signals,
-    nothing changes."""
-    if threading.current_thread() is not threading.main_thread():
+    nothing changes; nor in a spawned worker still importing an unguarded main script, which
+    its parent ends with SIGTERM when the batch stops and whose line would repeat the parent's."""
+    main_thread = threading.current_thread() is threading.main_thread()
+    if not main_thread or worker_processes.reimporting_main():
         yield
         return
     before = signal.signal(signal.SIGTERM, _raise_terminated)

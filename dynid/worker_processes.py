@@ -53,12 +53,18 @@ def spawned_pool(workers: int, initializer: Callable[..., None], initargs: tuple
     pool.shutdown(wait=True)
 
 
+def reimporting_main() -> bool:
+    """Whether this process is a spawned worker that is still starting: its import of the main
+    script is what is running."""
+    import multiprocessing
+
+    return bool(getattr(multiprocessing.current_process(), "_inheriting", False))
+
+
 def leave_if_reimporting_main() -> None:
     """Call before starting a pool: in a spawned worker that is still starting (its import of
     the main script is what got here), end the process with ``UNGUARDED_SCRIPT``."""
-    import multiprocessing
-
-    if getattr(multiprocessing.current_process(), "_inheriting", False):
+    if reimporting_main():
         raise SystemExit(UNGUARDED_SCRIPT)
 
 

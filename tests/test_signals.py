@@ -58,3 +58,18 @@ def test_sigterm_while_the_model_file_is_written_removes_the_temporary_file(tmp_
     process = _start(tmp_path, terminate_in_fsync, "fit", "data.csv", "--model", "var", "-o", "m.dynid")
     _, stderr = process.communicate(timeout=120)
     _assert_terminated_cleanly(process, stderr, tmp_path)
+
+
+def test_a_worker_still_importing_the_main_script_keeps_the_default_sigterm(monkeypatch):
+    # The workers of a batch started from an unguarded script run `main` while they import it;
+    # the parent ends them with SIGTERM, and each would add its own "terminated" line to the
+    # one error line that names the missing guard.
+    import multiprocessing
+    import signal
+
+    from dynid.runner import sigterm_raises
+
+    monkeypatch.setattr(multiprocessing.current_process(), "_inheriting", True, raising=False)
+    before = signal.getsignal(signal.SIGTERM)
+    with sigterm_raises():
+        assert signal.getsignal(signal.SIGTERM) is before
