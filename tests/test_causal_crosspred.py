@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from dynid.causal import discover
-from dynid.causal.crosspred import CrossPredictionParams, blocked_cv_r2, delay_taps
+from dynid.causal.crosspred import CrossPredictionParams, blocked_cv_r2, delay_taps, partial_r2
 from dynid.data.dataset import Dataset
 from dynid.errors import DataError
 from dynid.systems import simulate
@@ -103,3 +103,57 @@ def test_too_short_a_record_is_refused():
 def test_bad_options_are_refused(bad):
     with pytest.raises(ValueError):
         CrossPredictionParams(**bad)
+
+
+def dominated_graph() -> tuple[np.ndarray, np.ndarray]:
+    """Observed first coordinates (N, 4) of C, A, D, B and the truth: C sums a large map of A's
+    (Lorenz) state and a small one of B's (Rossler), so B's share of C is a few per cent; D
+    (Chen) is unrelated."""
+    a = standardized(simulate("lorenz", n=N, dt=0.01, seed=0).x)
+    b = standardized(simulate("rossler", n=N, dt=0.1, seed=10).x)
+    d = standardized(simulate("chen", n=N, dt=0.005, seed=20).x)
+    child = 5.0 * a @ [1.0, 0.5, 0.0] + b @ [-0.8, 0.6, 0.3]
+    truth = np.zeros((4, 4), dtype=int)
+    truth[1, 0] = truth[3, 0] = 1
+    return np.column_stack([child, a[:, 0], d[:, 0], b[:, 0]]), truth
+
+
+def test_a_small_parent_shows_once_the_dominant_one_is_conditioned_on():
+    # Alone, B's delay vector predicts too little of C for a link; given A's (C's strongest
+    # upstream candidate) it predicts most of what A leaves, so B -> C becomes significant and
+    # both parents outrank every other pair. Pairwise (-p conditional=false) B is missed.
+    x, truth = dominated_graph()
+    data = Dataset.from_arrays(x, variables=["C", "A", "D", "B"])
+    pairwise = discover(data, "crosspred", ["conditional=false"], seed=0)
+    assert pairwise.adjacency[3, 0] == 0 and pairwise.extra["dependence"][3, 0] < 0.1
+    graph = discover(data, "crosspred", seed=0)
+    np.testing.assert_array_equal(graph.adjacency, truth)
+    off = ~np.eye(4, dtype=bool)
+    assert graph.score_matrix[truth == 1].min() > graph.score_matrix[(truth == 0) & off].max()
+    assert graph.extra["conditioned_on"][3, 0] == 1  # B -> C is tested given A
+    assert graph.extra["partial_r2"][3, 0] > 0.5 > graph.extra["cross_r2"][3, 0]
+    # The unrelated D explains nothing of what A leaves of C.
+    assert graph.extra["partial_r2"][2, 0] < 0.1
+    np.testing.assert_array_equal(graph.extra["marginal_dependence"], pairwise.extra["dependence"])
+
+
+def test_partial_r2_against_an_exact_answer():
+    # y = 3 u + 0.5 v with u, v, w independent: u alone explains 9 / 9.25 of y, v given u all of
+    # the rest, w given u nothing; u itself is conditioned on v (the other upstream candidate).
+    rng = np.random.default_rng(2)
+    u, v, w = rng.standard_normal((3, 2000))
+    y_col = 3.0 * u + 0.5 * v
+    now = np.stack([u, v, w, y_col], axis=1)[:, :, None]  # (rows, d, dim 1)
+    y = np.column_stack([u, v, w, y_col])
+    cross = np.array([blocked_cv_r2(now[:, i, :], y, folds=5) for i in range(4)])
+    np.fill_diagonal(cross, 0.0)
+    forward = np.zeros((4, 4), dtype=bool)
+    forward[:3, 3] = True  # u, v, w are upstream of y
+    partial, given = partial_r2(now, y, cross, (cross + cross.T) / 2, forward, folds=5)
+    assert given[1, 3] == 0 and given[2, 3] == 0 and given[0, 3] == 1
+    assert partial[1, 3] > 0.99  # v explains all that u leaves
+    assert abs(partial[2, 3]) < 0.01  # w nothing
+    assert partial[0, 3] > 0.99  # u explains all that v leaves (9 / 9.25 of y)
+    # Targets without an upstream candidate keep the marginal R^2.
+    np.testing.assert_array_equal(given[:, 0], -1)
+    np.testing.assert_array_equal(partial[1:, 0], cross[1:, 0])
