@@ -119,7 +119,10 @@ class CrossPrediction(CausalMethod):
         "CausalDynamics' coupled graphs), where lagged tests find little; lag-0 links only, "
         "ranked (no p-values)"
     )
-    summary = "lag-0 links: cross-prediction from delay vectors, direction by predictability"
+    summary = (
+        "lag-0 links: cross-prediction from delay vectors, also given the target's strongest "
+        "upstream candidate; direction by predictability"
+    )
     Params = CrossPredictionParams
 
     def discover(self, data: Dataset, settings: CausalSettings) -> CausalGraph:
