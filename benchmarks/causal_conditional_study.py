@@ -58,21 +58,24 @@ SHARE_BANDS = ((0.0, 0.01), (0.01, 0.2), (0.2, np.inf))
 
 # name: (right-hand side, period in time units (dysts' metadata), dysts' initial condition)
 FLOWS = {
-    "Lorenz": (lambda s: [10 * (s[1] - s[0]), s[0] * (28 - s[2]) - s[1], s[0] * s[1] - 2.667 * s[2]],
-               1.5008, [-9.79, -15.04, 20.53]),
+    "Lorenz": (lambda s: [10 * (s[1] - s[0]), s[0] * (28 - s[2]) - s[1],
+                          s[0] * s[1] - 2.667 * s[2]], 1.5008, [-9.79, -15.04, 20.53]),
     "Rossler": (lambda s: [-s[1] - s[2], s[0] + 0.2 * s[1], 0.2 + s[2] * (s[0] - 5.7)],
                 5.9086, [6.51, 0.48, 0.34]),
-    "Chen": (lambda s: [35 * (s[1] - s[0]), -7 * s[0] - s[0] * s[2] + 28 * s[1], s[0] * s[1] - 3 * s[2]],
-             0.58689, [3.27, 5.30, 19.44]),
+    "Chen": (lambda s: [35 * (s[1] - s[0]), -7 * s[0] - s[0] * s[2] + 28 * s[1],
+                        s[0] * s[1] - 3 * s[2]], 0.58689, [3.27, 5.30, 19.44]),
     "SprottB": (lambda s: [s[1] * s[2], s[0] - s[1], 1 - s[0] * s[1]], 11.05, [1.69, 1.48, -0.54]),
     "SprottC": (lambda s: [s[1] * s[2], s[0] - s[1], 1 - s[0] ** 2], 8.8852, [-0.47, -0.27, 1.94]),
     "Halvorsen": (lambda s: [-1.4 * s[0] - 4 * s[1] - 4 * s[2] - s[1] ** 2,
                              -1.4 * s[1] - 4 * s[2] - 4 * s[0] - s[2] ** 2,
-                             -1.4 * s[2] - 4 * s[0] - 4 * s[1] - s[0] ** 2], 1.4889, [-8.68, -2.47, 0.07]),
+                             -1.4 * s[2] - 4 * s[0] - 4 * s[1] - s[0] ** 2],
+                  1.4889, [-8.68, -2.47, 0.07]),
     "Thomas": (lambda s: [-1.85 * s[0] + 10 * np.sin(s[1]), -1.85 * s[1] + 10 * np.sin(s[2]),
                           -1.85 * s[2] + 10 * np.sin(s[0])], 4.969, [2.2, 2.36, 3.22]),
-    "SprottD": (lambda s: [-s[1], s[0] + s[2], s[0] * s[2] + 3 * s[1] ** 2], 4.8333, [-1.34, -0.21, 0.33]),
-    "NoseHoover": (lambda s: [s[1], -s[0] + s[1] * s[2], 1.5 - s[1] ** 2], 5.8673, [-1.98, 0.25, 0.79]),
+    "SprottD": (lambda s: [-s[1], s[0] + s[2], s[0] * s[2] + 3 * s[1] ** 2],
+                4.8333, [-1.34, -0.21, 0.33]),
+    "NoseHoover": (lambda s: [s[1], -s[0] + s[1] * s[2], 1.5 - s[1] ** 2],
+                   5.8673, [-1.98, 0.25, 0.79]),
     "Rucklidge": (lambda s: [-2 * s[0] + 6.7 * s[1] - s[1] * s[2], s[0], -s[2] + s[1] ** 2],
                   6.0721, [1.93, 3.19, 5.78]),
 }
@@ -217,7 +220,8 @@ def per_link_auroc(score: np.ndarray, truth: np.ndarray, shares: dict) -> list[t
     """(share, the fraction of non-links the link outscores, ties half) per true link."""
     off = ~np.eye(len(truth), dtype=bool)
     negatives = score[off & (truth == 0)]
-    return [(share, float(np.mean(negatives < score[p, j]) + 0.5 * np.mean(negatives == score[p, j])))
+    return [(share, float(np.mean(negatives < score[p, j])
+                          + 0.5 * np.mean(negatives == score[p, j])))
             for (p, j), share in shares.items()]
 
 
@@ -299,8 +303,8 @@ def summarize(rows: list[dict], links: dict) -> dict:
         bands = {}
         for lo, hi in SHARE_BANDS:
             inside = [a for share, a in values if lo <= share < hi]
-            bands[f"[{lo}, {hi})"] = {"links": len(inside),
-                                      "mean_link_auroc": round(float(np.mean(inside)), 3) if inside else None}
+            mean = round(float(np.mean(inside)), 3) if inside else None
+            bands[f"[{lo}, {hi})"] = {"links": len(inside), "mean_link_auroc": mean}
         out["share_bands"][label] = bands
     return out
 

@@ -85,7 +85,10 @@ class CrossPredictionParams(Hyperparameters):
     dim: int = param(4, "taps of each delay vector (embedding dimension)")
     horizon: int = param(20, "samples ahead that a column's own predictability is measured")
     folds: int = param(5, "blocks of the cross-validation")
-    min_r2: float = param(0.1, "dependence (mean out-of-sample R^2) a significant link needs")
+    min_r2: float = param(
+        0.1, "dependence (mean out-of-sample R^2 of the two directions, marginal or partial) "
+        "a significant link needs"
+    )
     conditional: bool = param(
         True, "also test each pair given the target's strongest other upstream candidate "
         "(partial R^2) and keep the larger dependence"
@@ -193,7 +196,8 @@ def partial_r2(now: np.ndarray, y: np.ndarray, cross: np.ndarray, dependence: np
     partial = cross.copy()
     given = np.full((d, d), -1)
     for j in range(d):
-        upstream = [k for k in np.argsort(-dependence[:, j], kind="stable") if k != j and forward[k, j]]
+        upstream = [k for k in np.argsort(-dependence[:, j], kind="stable")
+                    if k != j and forward[k, j]]
         for i in range(d):
             k = next((k for k in upstream if k != i), None)
             if i == j or k is None:
