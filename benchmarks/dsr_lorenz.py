@@ -29,6 +29,7 @@ finishes; ``summary`` holds the medians over seeds.
 
     python benchmarks/dsr_lorenz.py [--conditions noisy,x-only,clean] [--models ...]
         [--seeds 1,2] [--free-run 50000] [--run-starts 1] [--starts 5] [--horizon 2000]
+        [-p esn:draws=6 ...]
 """
 
 from __future__ import annotations
@@ -147,8 +148,10 @@ def dynid_model(backend: str, params: list[str]) -> Callable[[Condition], tuple[
             states, _ = api.rollout(model, trial, steps)
             return states
 
+        run.metrics = model.metrics_  # type: ignore[attr-defined]
         return run, model.history_length
 
+    fit.params = list(params)  # type: ignore[attr-defined]
     return fit
 
 
@@ -235,6 +238,11 @@ MODELS: dict[str, Callable[[Condition], tuple[Runner, int]]] = {
 }
 
 
+# A dynid fit's metrics recorded beside its figures: what it chose among its candidates.
+CHOICE_METRICS = ("draw", "spectral_radius", "leak", "input_scaling", "delays", "skip", "ridge",
+                  "setting_free_run_geometry")
+
+
 def history_ends(length: int, count: int) -> list[int]:
     """Ends of the training histories that free runs continue: the data's end, then count - 1
     earlier ends spread over the data's second half."""
@@ -251,9 +259,10 @@ def geometry(condition: Condition, free: np.ndarray) -> tuple[list[float], list[
 
 def evaluate(condition: Condition, name: str, free_run: int, starts: int, horizon: int,
              run_starts: int = 1) -> dict:
-    started = time.perf_counter()
+    started, cpu_started = time.perf_counter(), time.process_time()
     run, window = MODELS[name](condition)
     fit_seconds = time.perf_counter() - started
+    fit_cpu_seconds = time.process_time() - cpu_started
     window = max(window, 1)
     started = time.perf_counter()
     frees = [condition.measured(run, condition.train[end - window : end], free_run)
@@ -279,7 +288,9 @@ def evaluate(condition: Condition, name: str, free_run: int, starts: int, horizo
         "condition": condition.name,
         "seed": condition.seed,
         "model": name,
+        "params": getattr(MODELS[name], "params", []),
         "fit_seconds": round(fit_seconds, 2),
+        "fit_cpu_seconds": round(fit_cpu_seconds, 2),
         "free_run_seconds": round(run_seconds, 2),
         "d_stsp": d_stsp if np.isfinite(d_stsp) else None,
         "d_h": float(np.median(per_run_h)) if np.isfinite(d_stsp) else None,
@@ -291,6 +302,9 @@ def evaluate(condition: Condition, name: str, free_run: int, starts: int, horizo
         "vpt_lyapunov_median": float(np.median(vpt)),
         "vpt_lyapunov": vpt.round(3).tolist(),
         "vpt_censored_at": horizon * DT * LAMBDA,
+        # What the fit chose, where it says (the esn's draw and setting, the ngrc's lags).
+        "chosen": {key: value for key, value in getattr(run, "metrics", {}).items()
+                   if key in CHOICE_METRICS},
     }
 
 
@@ -324,8 +338,13 @@ def main() -> None:
                         help="free runs per model, from this many training-history ends")
     parser.add_argument("--starts", type=int, default=5)
     parser.add_argument("--horizon", type=int, default=2000)
+    parser.add_argument("-p", "--param", action="append", default=[], metavar="MODEL:KEY=VALUE",
+                        help="a hyperparameter of one of dynid's models (repeatable), e.g. "
+                             "esn:draws=6")
     parser.add_argument("-o", "--output", default=str(HERE / "results" / "dsr_lorenz.json"))
     args = parser.parse_args()
+    for model, setting in (item.split(":", 1) for item in args.param):
+        MODELS[model] = dynid_model(model, [*MODELS[model].params, setting])  # type: ignore[attr-defined]
     output = Path(args.output)
     results = json.loads(output.read_text())["results"] if output.exists() else []
     machine = {"platform": platform.platform(), "cpus": os.cpu_count(),

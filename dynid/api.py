@@ -86,8 +86,12 @@ def fit(
     backend = registry.get(model)
     hyper = backend.Params.build(params)
     if training is not None and training.trains and not backend.trains_network(hyper):
-        raise UsageError(f"--max-time, --checkpoint, --resume and --threads: the {model} "
-                         "backend trains no network with these options")
+        if not backend.capabilities.time_budget:
+            raise UsageError(f"--max-time, --checkpoint, --resume and --threads: the {model} "
+                             "backend trains no network with these options")
+        if not training.only_max_time:
+            raise UsageError(f"--checkpoint, --resume and --threads: the {model} backend trains "
+                             "no network (it takes --max-time alone)")
     known = None
     if labels is not None:
         data, known = split_labels(data, labels)

@@ -15,7 +15,9 @@ import pytest
 from dynid.data.dataset import Dataset, Trial
 from dynid.metrics.dsr import power_spectrum_distance, state_space_divergence
 from dynid.metrics.forecast import valid_prediction_time
-from dynid.models.reservoir.esn import INPUT_SCALINGS, LEAKS, ESN, ESNParams, ReservoirSetting
+from dynid.models.reservoir.esn import (
+    INPUT_SCALINGS, LEAKS, ESN, ESNParams, ReservoirChoice, ReservoirSetting,
+)
 from dynid.models.reservoir.ngrc import NGRC, NGRCParams, ngrc_features
 from dynid.errors import ComputationError
 from dynid.models.reservoir.readout import RIDGE_GRID, Design, FreeRun, select_readout
@@ -118,11 +120,13 @@ def test_esn_settings_left_unset_are_chosen_by_skill_among_admitted_and_given_on
     model = ESN(ESNParams(units=40, washout=20, spectral_radius=0.9)).fit(data, seed=0)
     metrics = model.metrics_
     skills = metrics["setting_skill_steps"]
-    # The given radius is kept; the leak and input scaling grids are tried around it.
+    # The given radius is kept; the leak and input scaling grids are tried around it, on one
+    # reservoir draw (the default).
     assert len(skills) == len(LEAKS) * len(INPUT_SCALINGS)
-    assert all(label.startswith("spectral_radius=0.9,") for label in skills)
-    chosen = ReservoirSetting(metrics["spectral_radius"], metrics["leak"],
-                              metrics["input_scaling"])
+    assert all(label.startswith("draw=0,spectral_radius=0.9,") for label in skills)
+    assert metrics["draw"] == 0 and metrics["reservoir_seed"] == 0
+    chosen = ReservoirChoice(0, ReservoirSetting(metrics["spectral_radius"], metrics["leak"],
+                                                 metrics["input_scaling"]))
     # Every setting's free run was measured; the chosen one has the best skill of those whose
     # run the geometry gate admitted.
     assert metrics["setting_free_run_geometry"].keys() == skills.keys()
@@ -187,7 +191,7 @@ def test_geometry_gate_rejects_the_esn_setting_whose_free_run_settles_on_an_equi
     skills = gated.metrics_["setting_skill_steps"]
     skill_best = max(skills, key=skills.get)
     assert skill_best not in gated.metrics_["settings_admitted_by_geometry"]
-    values = dict(item.split("=") for item in skill_best.split(","))
+    values = dict(item.split("=") for item in skill_best.split(",")[1:])  # after draw=0
     alone = ESN(ESNParams(units=100, denoise=False, **{k: float(v) for k, v in values.items()})
                 ).fit(data, seed=0)
     collapsed = alone.simulate(history, len(reference))
@@ -263,20 +267,26 @@ def test_when_every_gate_run_diverges_the_fit_fails_instead_of_choosing_by_skill
         select_readout(["a", "b"], design, None, reference)
 
 
+def escaping_run(reference: np.ndarray, on_attractor: np.ndarray) -> FreeRun:
+    """A free run that follows ``on_attractor`` and, in its last 1 %, stands three ranges of
+    ``reference`` beyond its maximum (bounded and finite, but escaped)."""
+    beyond = reference.max(axis=0) + 3 * np.ptp(reference, axis=0)
+
+    def run(w, b, steps):
+        out = on_attractor[:steps].copy()
+        out[-steps // 100 :] = beyond
+        return out
+
+    return run
+
+
 def test_a_free_run_that_escapes_the_data_never_wins_though_its_start_looks_right():
     """"escapes" follows the attractor and, in its last 1 %, jumps three data ranges beyond it
     (bounded, finite): D_stsp drops samples outside the data's box, so its measures (1.45 /
     0.26) look far better than those of "still", which stands at a point inside (14.2 / 0.48).
     Its forecasts run away; the bounded run wins, and with only escaping runs the fit fails."""
     reference = lorenz(6000)[:2000]
-    on_attractor = lorenz(20_000, x0=(1.0, 1.0, 1.0))
-    beyond = reference.max(axis=0) + 3 * np.ptp(reference, axis=0)
-
-    def escapes(w, b, steps):
-        run = on_attractor[:steps].copy()
-        run[-steps // 100 :] = beyond
-        return run
-
+    escapes = escaping_run(reference, lorenz(20_000, x0=(1.0, 1.0, 1.0)))
     still = lambda w, b, steps: np.tile(reference[0], (steps, 1))  # noqa: E731
     design = fixed_designs({"escapes": escapes, "still": still}, {"escapes": 150.0, "still": 50.0})
     chosen, _, _, scores = select_readout(["escapes", "still"], design, None, reference)

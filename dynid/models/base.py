@@ -46,6 +46,9 @@ class Capabilities:
     stochastic: bool = False
     # Trains a network through dynid.training (takes --max-time, --checkpoint, --resume, --threads).
     training: bool = False
+    # Searches candidates in closed form and takes --max-time alone: once it is spent, the
+    # best candidate scored so far is kept (read as ``training_options.max_time_s``).
+    time_budget: bool = False
     # Discrete hidden states that rows of known state can fix (--labels; fit and states).
     labels: bool = False
     # The inputs are conditions, constant within each trial (fit, forecast and states refuse

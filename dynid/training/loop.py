@@ -90,6 +90,12 @@ class TrainingOptions:
             raise UsageError(f"--threads {self.threads}: must be at least 1")
 
     @property
+    def only_max_time(self) -> bool:
+        """Whether --max-time is the only training option set (what a backend with a time
+        budget but no training takes)."""
+        return self.checkpoint_dir is None and not self.resume and self.threads is None
+
+    @property
     def trains(self) -> bool:
         """Whether any training option differs from the default (for methods that do not
         train, which refuse them)."""
