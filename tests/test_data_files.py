@@ -469,22 +469,89 @@ def _pandas_recording(path):
     _to_hdf(pd.DataFrame({"x": np.zeros(N // 2), "y": np.ones(N // 2)}), path, key="run2")
 
 
-@pytest.mark.parametrize("beside, group, rows", [(_h5py_meta, "/meta", 3), (_h5py_recording, "/run2", N // 2),
-                                                  (_pandas_recording, "/run2", N // 2)])
-def test_root_columns_beside_a_group_are_read_and_the_group_named(tmp_path, beside, group, rows):
-    """Columns written at the root (f['x'] = ...) are the data even with a group beside them
-    (metadata or another recording), which is named in a note, not read instead."""
-    path = tmp_path / "d.h5"
+def _h5py_settings(path):
+    with h5py.File(path, "a") as handle:
+        settings = handle.create_group("settings")
+        settings.attrs.update({"rate_hz": 4.0, "operator": "kb"})
+        settings["channel_names"] = np.array([b"x", b"y"])
+
+
+def _h5py_filtered_copy(path):
+    """The same series again in /data (a filtered copy), as a script might keep both."""
+    with h5py.File(path, "a") as handle:
+        data = handle.create_group("data")
+        data["x"], data["y"] = 0.5 * handle["x"][()], 0.5 * handle["y"][()]
+
+
+def _h5py_matrix_of_other_variables(path):
+    """A 2-D dataset of other variables on the same N samples in /data."""
+    with h5py.File(path, "a") as handle:
+        data = handle.create_group("data")
+        data["values"] = np.ones((N, 2))
+        data["values"].attrs["columns"] = ["u", "v"]
+
+
+def _pandas_copy(fmt):
+    def write(path):
+        _to_hdf(pd.DataFrame({"p": np.zeros(N), "q": np.ones(N)}), path, key="data", format=fmt)
+    return write
+
+
+def _root_columns(path):
     x, y = np.sin(np.arange(N) * DT), np.cos(np.arange(N) * DT)
     with h5py.File(path, "w") as handle:
         handle["x"], handle["y"] = x, y
+    return np.column_stack([x, y])
+
+
+@pytest.mark.parametrize("beside, group, rows", [(_h5py_meta, "/meta", 3), (_h5py_settings, "/settings", None)])
+def test_root_columns_beside_a_metadata_group_are_read_and_the_group_named(tmp_path, beside, group, rows):
+    """Columns written at the root (f['x'] = ...) are the data beside a group of metadata (no
+    series of the same length or names), which is named in a note, not read instead."""
+    path = tmp_path / "d.h5"
+    expected = _root_columns(path)
     beside(path)
     data = load(str(path), dt=DT)
     assert data.variables == ("x", "y") and data.n_trials == 1 and data.n_samples == N
-    np.testing.assert_array_equal(data.trials[0].x, np.column_stack([x, y]))
+    np.testing.assert_array_equal(data.trials[0].x, expected)
     assert f"the group(s) {group} beside them were not read" in _notes(data)
     assert f"{path}:{group}" in _notes(data)
-    assert load(f"{path}:{group}", dt=DT).n_samples == rows  # the group, when named
+    if rows is not None:
+        assert load(f"{path}:{group}", dt=DT).n_samples == rows  # the group, when named
+
+
+@pytest.mark.parametrize("beside, group, rows", [
+    (_h5py_recording, "/run2", N // 2),  # another recording of x, y
+    (_pandas_recording, "/run2", N // 2),
+    (_h5py_filtered_copy, "/data", N),  # the same samples again
+    (_h5py_matrix_of_other_variables, "/data", N),
+    (_pandas_copy("fixed"), "/data", N),
+    (_pandas_copy("table"), "/data", N),
+])
+def test_root_columns_beside_a_group_holding_series_are_refused_naming_both(tmp_path, beside, group, rows):
+    """Series at the root and series in a group (as many samples, or the same variables): the
+    root's columns and the group's are equally plausible as the data, so neither is read
+    silently; the error names the two selectors, and each reads its own."""
+    path = tmp_path / "d.h5"
+    expected = _root_columns(path)
+    beside(path)
+    with pytest.raises(DataError) as refused:
+        load(str(path), dt=DT)
+    assert f"name the one to read: {path}:/ or {path}:{group}" in str(refused.value)
+    root = load(f"{path}:/", dt=DT)  # the root, named: its columns, the group said in a note
+    np.testing.assert_array_equal(root.trials[0].x, expected)
+    assert f"the group(s) {group} beside them were not read" in _notes(root)
+    assert load(f"{path}:{group}", dt=DT).n_samples == rows
+
+
+def test_cli_refuses_an_ambiguous_hdf5_layout_with_one_line(tmp_path, cli):
+    path = tmp_path / "d.h5"
+    _root_columns(path)
+    _h5py_filtered_copy(path)
+    result = cli("discover-causal", path, "--method", "granger", "--dt", str(DT))
+    assert result.returncode == 3 and result.stdout == b""
+    lines = result.stderr.decode().strip().splitlines()
+    assert len(lines) == 1 and f"{path}:/ or {path}:/data" in lines[0]
 
 
 def test_dt_attribute_on_a_2d_dataset(tmp_path):
