@@ -54,6 +54,32 @@ def test_pandas_default_index_is_dropped_with_a_note(tmp_path):
     assert "pandas index column" in _notes(data)
 
 
+@pytest.mark.parametrize("writer", ["csv", "hdf"])
+def test_an_unnamed_float_index_is_the_time(tmp_path, writer):
+    """``df.index = t; df.to_csv()`` (or ``to_hdf``): the unnamed index holds the times, which
+    are not row numbers, so it is the time axis (it was dropped, leaving dt 1); whole numbers
+    (row labels) are dropped as before, and --dt keeps the index out."""
+    frame = _frame().set_index(pd.Index(np.arange(N) * DT + 3.0))
+    path = tmp_path / ("d.csv" if writer == "csv" else "d.h5")
+    if writer == "csv":
+        frame.to_csv(path)
+    else:
+        _to_hdf(frame, path, key="frame")
+    data = load(str(path))
+    assert data.variables == ("flow, l/s", "pressure (bar)", "température")
+    assert data.time_column == "index" and data.dt == pytest.approx(DT, rel=1e-12)
+    np.testing.assert_allclose(data.trials[0].t, np.arange(N) * DT + 3.0, rtol=0, atol=1e-12)
+    assert "pandas index column 'index' taken as the time" in _notes(data)
+    stepped = load(str(path), dt=0.5)
+    assert stepped.time_column is None and stepped.dt == 0.5
+    assert "pandas index column 'index' dropped" in _notes(stepped)
+    rows = frame.set_index(pd.Index(np.arange(N) * 2 + 100))  # a selection of rows: labels
+    rows.to_csv(tmp_path / "rows.csv")
+    labelled = load(str(tmp_path / "rows.csv"))
+    assert labelled.time_column is None and labelled.dt == 1.0
+    assert "pandas index column 'index' dropped" in _notes(labelled)
+
+
 def test_semicolon_and_decimal_comma_are_sniffed(tmp_path):
     frame = _frame()
     frame.insert(0, "t", np.arange(N) * DT)

@@ -68,7 +68,7 @@ def load(
     tables = read_tables(spec, stdin=stdin, wanted=wanted, sep=parse_sep(sep), decimal=parse_decimal(decimal))
     source = "<stdin>" if spec == "-" else spec
     notes = [note for table in tables for note in table.notes]
-    roles = resolve_roles(tables[0], source, columns, time_column, inputs, trial_column, notes)
+    roles = resolve_roles(tables[0], source, columns, time_column, inputs, trial_column, notes, dt=dt)
     for table in tables:
         _check_same_columns(table, tables[0], source)
     time = TimeAxis.of(tables, roles.time, dt, source, notes)
@@ -109,7 +109,11 @@ def resolve_roles(
     inputs: list[str] | None,
     trial_column: str | None,
     notes: list[str],
+    *,
+    dt: float | None = None,
 ) -> Roles:
+    """Which columns are time, states and inputs (``load``'s arguments); ``dt`` (--dt) given
+    keeps a numeric pandas index from being taken as the time (``_index_is_time``)."""
     available = list(table.columns)
 
     def find(name: str, option: str, exact: bool = False) -> str:
@@ -126,6 +130,10 @@ def resolve_roles(
     if trial_column is not None and trial_column not in table.columns:
         find(trial_column, "--trial-column", exact=True)  # the error names the columns
     time = _find_time(table, source, time_column)
+    if time is None and time_column is None and dt is None and _index_is_time(table):
+        time = table.index
+        notes.append(f"{source}: pandas index column {table.index!r} taken as the time (its values increase "
+                     "every row and are not row numbers; --dt gives a step instead)")
     input_names = [require(name, "--inputs") for name in (inputs or [])]
     if columns is not None:
         if not columns:
@@ -151,6 +159,17 @@ def resolve_roles(
     if not states:
         raise DataError(f"{source}: no numeric state columns")
     return Roles(time, states, input_names)
+
+
+def _index_is_time(table: Table) -> bool:
+    """Whether the table's pandas index (``df.index = t; df.to_csv()``, unnamed) is its time
+    axis: numbers that increase every row and are not all whole (whole numbers are row labels,
+    0..n-1 or a selection of rows, which are dropped as before)."""
+    if table.index is None or table.kind(table.index) != "number":
+        return False
+    values = np.asarray(table.columns[table.index], dtype=float)
+    return (values.size >= 3 and bool(np.all(np.isfinite(values))) and bool(np.all(np.diff(values) > 0))
+            and not bool(np.all(values == np.round(values))))
 
 
 def _refuse_stray_text(table: Table, source: str, name: str) -> None:

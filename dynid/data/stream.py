@@ -258,7 +258,7 @@ def open_stream(
     first = next(chunks, None)
     if first is None or first.n_rows == 0:
         raise DataError(f"{spec}: no data rows")
-    roles = resolve_roles(first, spec, columns, time_column, inputs, None, notes)
+    roles = resolve_roles(first, spec, columns, time_column, inputs, None, notes, dt=dt)
     if roles.time is not None and first.kind(roles.time) == "datetime":
         raise UsageError(f"{spec}: date-time times are not read in chunks; give --time-column a numeric column")
     time = TimeAxis.of([first], roles.time, dt, spec, notes)
