@@ -580,6 +580,30 @@ def test_cli_refuses_an_ambiguous_hdf5_layout_with_one_line(tmp_path, cli):
     assert len(lines) == 1 and f"{path}:/ or {path}:/data" in lines[0]
 
 
+def test_netcdf4_dimension_without_a_variable_is_no_column(tmp_path):
+    """netCDF-4 (written here by h5netcdf, as netCDF4-python and xarray write it) stores a
+    dimension that has no coordinate variable as a placeholder dataset of its length: no data,
+    not a column (it was read as a constant state 'sample'). A coordinate variable named like
+    the time is the time."""
+    h5netcdf = pytest.importorskip("h5netcdf")
+    x, y = np.sin(np.arange(N) * DT), np.cos(np.arange(N) * DT)
+    path = tmp_path / "d.nc.h5"
+    with h5netcdf.File(path, "w") as handle:
+        handle.dimensions = {"sample": N}
+        for name, values in (("x", x), ("y", y)):
+            handle.create_variable(name, ("sample",), float)[:] = values
+    data = load(str(path), dt=DT)
+    assert data.variables == ("x", "y") and data.n_samples == N
+    np.testing.assert_array_equal(data.trials[0].x, np.column_stack([x, y]))
+    timed = tmp_path / "timed.nc.h5"
+    with h5netcdf.File(timed, "w") as handle:
+        handle.dimensions = {"time": N}
+        handle.create_variable("time", ("time",), float)[:] = np.arange(N) * DT
+        handle.create_variable("x", ("time",), float)[:] = x
+    data = load(str(timed))
+    assert data.variables == ("x",) and data.time_column == "time" and data.dt == pytest.approx(DT)
+
+
 def test_dt_attribute_on_a_2d_dataset(tmp_path):
     path = tmp_path / "d.h5"
     with h5py.File(path, "w") as handle:

@@ -84,8 +84,19 @@ def _collect_trials(path: str, node, wanted: set[str] | None, named: bool = Fals
 
 def _members(group) -> list:  # type: ignore[no-untyped-def,type-arg]
     """The datasets and groups in ``group``; h5py gives None for a link that leads nowhere (a
-    dangling soft or external link, or a damaged file), which holds no data."""
-    return [member for member in group.values() if member is not None]
+    dangling soft or external link, or a damaged file), which holds no data; nor does the
+    placeholder netCDF-4 writes for a dimension without a coordinate variable (its fill
+    values, as long as the series: read, it would be a column)."""
+    return [member for member in group.values() if member is not None and not _is_netcdf_dimension(member)]
+
+
+# netCDF-4 marks a dimension that has no variable of its own so (then padded to its length).
+_NETCDF_DIMENSION_ONLY = b"This is a netCDF dimension but not a netCDF variable."
+
+
+def _is_netcdf_dimension(member) -> bool:  # type: ignore[no-untyped-def]
+    name = member.attrs.get("NAME") if "CLASS" in member.attrs else None
+    return isinstance(name, (bytes, np.bytes_)) and bytes(name).startswith(_NETCDF_DIMENSION_ONLY)
 
 
 def _single_trial(path: str, group, wanted: set[str] | None, named: bool = False) -> Table | None:  # type: ignore[no-untyped-def]
