@@ -96,6 +96,29 @@ def test_semicolon_and_decimal_comma_are_sniffed(tmp_path):
     assert load(str(gzipped)).fingerprint() == piped.fingerprint() == data.fingerprint()
 
 
+def test_day_first_dotted_dates_of_a_european_spreadsheet_are_the_time(tmp_path):
+    """pandas with a German date format (as Excel or LibreOffice in de-DE save a CSV:
+    semicolons, decimal commas, "31.12.2024 23:00"): the dates are the time, day first (they
+    were ignored as text, leaving dt 1). A day and month that could swap (01.02.) read as 1
+    February; slashed dates, month- or day-first by country, stay text."""
+    frame = _frame()
+    stamps = pd.date_range("2024-12-31 23:00", periods=N, freq="15min")
+    frame.insert(0, "Datum", stamps.strftime("%d.%m.%Y %H:%M"))
+    path = tmp_path / "d.csv"
+    frame.to_csv(path, sep=";", decimal=",", index=False)
+    data = load(str(path))
+    assert data.time_column == "Datum" and data.dt == 900.0
+    assert str(data.time_origin).startswith("2024-12-31T23:00")
+    np.testing.assert_array_equal(data.trials[0].x, _values(frame))
+    short = tmp_path / "short.csv"
+    short.write_text("Datum;x\n1.2.2024 9:30;1,5\n01.02.2024 10:30:00,5;2\n")
+    times = load(str(short)).trials[0].t
+    assert times.tolist() == [0.0, 3600.5]
+    slashed = tmp_path / "slashed.csv"
+    slashed.write_text("Datum;x;y\n01/02/2024;1,5;2\n02/02/2024;2;3\n03/02/2024;2;3\n")
+    assert load(str(slashed)).time_column is None
+
+
 def test_gzip_on_stdin_is_read_and_a_gzip_file_without_gz_is_named(tmp_path):
     frame = _frame()
     frame.insert(0, "t", np.arange(N) * DT)

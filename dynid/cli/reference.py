@@ -38,7 +38,8 @@ Every command that reads data takes `DATA`: a path to `.csv` or `.tsv` (optional
 stdin.
 
 - CSV: one row per sample. The time column is `--time-column NAME`, else a column named `t` or
-  `time` if present, else the one date-time column, else the one increasing column named like a
+  `time` if present, else the one date-time column (ISO-8601, or day-first dotted `31.12.2024
+  23:00`), else the one increasing column named like a
   time or sample index, else an unnamed pandas index of increasing numbers that are not whole
   (`df.index = t; df.to_csv()`; not with `--dt`), else the sample index times `--dt`. State variables are `--columns a,b,c`,
   else every numeric column that is not time, trial or input. `--inputs u1,u2` names exogenous
