@@ -119,6 +119,20 @@ def test_day_first_dotted_dates_of_a_european_spreadsheet_are_the_time(tmp_path)
     assert load(str(slashed)).time_column is None
 
 
+@pytest.mark.parametrize("header, cell", [("date", "01/02/2024"), ("timestamp", "1/2/2024 13:05"),
+                                          ("time", "13:05:00")])
+def test_a_time_column_that_cannot_be_read_is_refused_unless_dt_is_given(tmp_path, header, cell):
+    """A column named like the time whose text is no date-time dynid reads (slashed dates are
+    month- or day-first by country; a time of day has no date): it was ignored as text, the
+    samples timed by their row with exit 0. Refused, naming it; --dt times the rows."""
+    path = tmp_path / "d.csv"
+    pd.DataFrame({header: [cell] * N, "x": np.arange(N) * 0.5}).to_csv(path, index=False)
+    with pytest.raises(DataError, match=f"column '{header}' is named like the time but holds '{cell}'"):
+        load(str(path))
+    data = load(str(path), dt=2.0)
+    assert data.variables == ("x",) and data.dt == 2.0 and f"ignored: '{header}'" in _notes(data)
+
+
 def test_gzip_on_stdin_is_read_and_a_gzip_file_without_gz_is_named(tmp_path):
     frame = _frame()
     frame.insert(0, "t", np.arange(N) * DT)
@@ -174,8 +188,12 @@ def test_forced_sep_and_decimal(tmp_path):
     data = load(str(path), sep=";", decimal=",")
     assert data.notes == ()  # nothing was guessed
     np.testing.assert_array_equal(data.trials[0].x, [[1.5, 2], [2.5, 3], [3.5, 4]])
-    # Forcing a decimal point leaves "1,5" as text: named in a note, never read as 15 or 1.
-    pointed = load(str(path), sep=";", decimal=".")
+    # Forcing a decimal point leaves "1,5" as text: never read as 15 or 1. The time column so
+    # lost is refused (the samples would be timed by their row); with --dt, the text columns
+    # are named in a note.
+    with pytest.raises(DataError, match="column 't' is named like the time but holds '0,0'"):
+        load(str(path), sep=";", decimal=".")
+    pointed = load(str(path), sep=";", decimal=".", dt=0.5)
     assert pointed.variables == ("y",) and pointed.time_column is None
     assert "ignored: 't', 'x'" in _notes(pointed)
     with pytest.raises(DataError, match="fields separated by comma"):

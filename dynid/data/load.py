@@ -134,6 +134,8 @@ def resolve_roles(
         time = table.index
         notes.append(f"{source}: pandas index column {table.index!r} taken as the time (its values increase "
                      "every row and are not row numbers; --dt gives a step instead)")
+    if time is None and time_column is None and dt is None and table.dt is None:
+        _refuse_unread_time(table, source, trial_column)
     input_names = [require(name, "--inputs") for name in (inputs or [])]
     if columns is not None:
         if not columns:
@@ -159,6 +161,26 @@ def resolve_roles(
     if not states:
         raise DataError(f"{source}: no numeric state columns")
     return Roles(time, states, input_names)
+
+
+def _refuse_unread_time(table: Table, source: str, trial_column: str | None) -> None:
+    """DataError for a text column named like a date-time (``date``, ``timestamp``, ``time``)
+    whose values are no date-time dynid reads (``01/02/2024``, month- or day-first by country;
+    ``13:05:00`` without a date): left out as text, the samples would be timed by their index
+    and the file's times lost with exit 0. --dt or --time-column (a readable column) decide."""
+    for name in table.columns:
+        if name != trial_column and table.kind(name) == "other" and is_time_name(name, DATETIME_TIME_NAMES):
+            # Text, or objects the CSV parser made of it (pyarrow reads "13:05:00" as a time of day).
+            values = [str(v).strip() for v in table.columns[name] if v is not None and str(v).strip()
+                      and not (isinstance(v, float) and np.isnan(v))]
+            if not values:
+                continue
+            _refuse_stray_text(table, source, name)  # numbers but a unit row or a "-": said so
+            raise DataError(
+                f"{source}: column {name!r} is named like the time but holds {values[0]!r}, neither a "
+                "number nor a date-time dynid reads (ISO-8601 2024-02-01 13:05:00, or day-first "
+                "01.02.2024 13:05); convert it, or give --dt to time the samples by their row"
+            )
 
 
 def _index_is_time(table: Table) -> bool:
