@@ -133,6 +133,25 @@ def test_a_time_column_that_cannot_be_read_is_refused_unless_dt_is_given(tmp_pat
     assert data.variables == ("x",) and data.dt == 2.0 and f"ignored: '{header}'" in _notes(data)
 
 
+@pytest.mark.parametrize("sep, decimal, grouping", [(",", ".", ","), (";", ",", ".")])
+def test_numbers_with_thousands_separators_are_read(tmp_path, sep, decimal, grouping):
+    """A spreadsheet's "Number" format with a 1000 separator ("1,047.94"; in much of Europe
+    "1.047,94"): pandas leaves the column as text, which was left out of the states with only
+    a note. Read as numbers, said on stderr; a column where some value is no number stays text."""
+    pressure = 1000.0 + 100.0 * np.sin(np.arange(N))
+    path = tmp_path / "d.csv"
+    with open(path, "w", encoding="utf-8") as handle:
+        handle.write(sep.join(["t", "pressure", "flow"]) + "\n")
+        for k, p in enumerate(pressure):
+            text = f"{p:,.2f}".replace(",", "_").replace(".", decimal).replace("_", grouping)
+            cell = f'"{text}"' if grouping == sep else text
+            handle.write(sep.join([str(k), cell, f"{k / 8}".replace(".", decimal)]) + "\n")
+    data = load(str(path))
+    assert data.variables == ("pressure", "flow")
+    np.testing.assert_allclose(data.trials[0].x[:, 0], np.round(pressure, 2), rtol=0, atol=1e-9)
+    assert f"column 'pressure': numbers with thousands separators ('{grouping}') read as numbers" in _notes(data)
+
+
 def test_gzip_on_stdin_is_read_and_a_gzip_file_without_gz_is_named(tmp_path):
     frame = _frame()
     frame.insert(0, "t", np.arange(N) * DT)
