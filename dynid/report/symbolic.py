@@ -189,11 +189,11 @@ def equations_of_rhs(rhs: dict[str, str], symbols: dict[str, str]) -> list[dict[
     them) from right-hand sides, variable name -> rhs over ``symbols`` (symbol -> name; a name
     missing from it is its own symbol); None when one does not parse (files of older versions
     wrote names that are not symbols)."""
+    import sympy
+
     symbol_of = {name: symbol for symbol, name in symbols.items()}
     equations = []
     for name, text in rhs.items():
-        import sympy
-
         expression = _parsed(str(text), {**symbols, **{n: n for n in rhs if n not in symbol_of}}, evaluate=False)
         if expression is None:
             return None
