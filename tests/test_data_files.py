@@ -640,28 +640,36 @@ def test_cli_refuses_an_ambiguous_hdf5_layout_with_one_line(tmp_path, cli):
     assert len(lines) == 1 and f"{path}:/ or {path}:/data" in lines[0]
 
 
-def test_netcdf4_dimension_without_a_variable_is_no_column(tmp_path):
-    """netCDF-4 (written here by h5netcdf, as netCDF4-python and xarray write it) stores a
-    dimension that has no coordinate variable as a placeholder dataset of its length: no data,
-    not a column (it was read as a constant state 'sample'). A coordinate variable named like
-    the time is the time."""
+def _netcdf_placeholder_by_h5py(path, columns):
+    """The layout netCDF-4 writes, made with h5py's dimension scales: the dimension 'sample'
+    without a variable is a dataset of its length marked so, attached to every variable."""
+    with h5py.File(path, "w") as handle:
+        sample = handle.create_dataset("sample", (N,), dtype="f4")
+        sample.make_scale(f"This is a netCDF dimension but not a netCDF variable. {N:9d}")
+        for name, values in columns.items():
+            handle[name] = values
+            handle[name].dims[0].attach_scale(sample)
+
+
+def _netcdf_placeholder_by_h5netcdf(path, columns):
     h5netcdf = pytest.importorskip("h5netcdf")
-    x, y = np.sin(np.arange(N) * DT), np.cos(np.arange(N) * DT)
-    path = tmp_path / "d.nc.h5"
     with h5netcdf.File(path, "w") as handle:
         handle.dimensions = {"sample": N}
-        for name, values in (("x", x), ("y", y)):
+        for name, values in columns.items():
             handle.create_variable(name, ("sample",), float)[:] = values
+
+
+@pytest.mark.parametrize("write", [_netcdf_placeholder_by_h5py, _netcdf_placeholder_by_h5netcdf])
+def test_netcdf4_dimension_without_a_variable_is_no_column(tmp_path, write):
+    """netCDF-4 (as netCDF4-python, xarray and h5netcdf write it) stores a dimension that has
+    no coordinate variable as a placeholder dataset of its length: no data, not a column (it
+    was read as a constant state 'sample')."""
+    x, y = np.sin(np.arange(N) * DT), np.cos(np.arange(N) * DT)
+    path = tmp_path / "d.h5"
+    write(path, {"x": x, "y": y})
     data = load(str(path), dt=DT)
     assert data.variables == ("x", "y") and data.n_samples == N
     np.testing.assert_array_equal(data.trials[0].x, np.column_stack([x, y]))
-    timed = tmp_path / "timed.nc.h5"
-    with h5netcdf.File(timed, "w") as handle:
-        handle.dimensions = {"time": N}
-        handle.create_variable("time", ("time",), float)[:] = np.arange(N) * DT
-        handle.create_variable("x", ("time",), float)[:] = x
-    data = load(str(timed))
-    assert data.variables == ("x",) and data.time_column == "time" and data.dt == pytest.approx(DT)
 
 
 def test_dt_attribute_on_a_2d_dataset(tmp_path):
