@@ -221,16 +221,14 @@ def _refuse_diverged(model: Backend, t: np.ndarray, *paths: np.ndarray, allow_es
     (horizon, d) - a rollout, a sample path, a predictive mean and bounds - is not finite, or
     where the first of them (the path) escapes the training data's range (unless
     ``allow_escape``)."""
-    from dynid.metrics.dsr import escape_box, escape_step
+    from dynid.metrics.dsr import escape_box
 
     steps = [step for step in map(first_nonfinite_step, paths) if step is not None]
     if steps:
         _raise_diverged(model, t, paths[0], min(steps), "; nothing written")
-    bounds = model.data_range_
-    if allow_escape or bounds is None:
-        return
-    step = escape_step(bounds[0], bounds[1], paths[0])
+    step = None if allow_escape else range_escape_step(model, paths[0])
     if step is not None:
+        bounds = model.data_range_
         row = paths[0][step - 1]
         lower, upper = escape_box(bounds[0], bounds[1])
         k = int(np.argmax((row < lower) | (row > upper)))
@@ -322,6 +320,10 @@ def score(
 
     Returns the ``dynid score --json`` document (kind ``score``): rmse and nrmse over all
     rollouts and steps (nrmse divides each variable by its standard deviation in ``data``);
+    a rollout that leaves the finite numbers or the training data's range widened by that
+    range on each side (``bounded_rollout``; ``forecast`` refuses such a path) has diverged from
+    that step on: counted in ``diverged_rollouts`` (``escaped_rollouts`` of them by the range),
+    and every summary it enters is null, never a number;
     missing targets (NaN in ``data``) are skipped, not errors, counted in ``missing_targets``,
     and VPT judges only the steps with an observed target (``metrics.forecast.valid_steps``);
     per-variable values, RMSE per horizon step, and the mean valid prediction time (time units;
@@ -350,14 +352,15 @@ def score(
     picks = np.unique(np.linspace(0, len(candidates) - 1, min(starts, len(candidates))).round())
     scale = np.nanstd(data.stacked()[0], axis=0)
     scale = np.where(scale > 0, scale, 1.0)
-    predicted, observed, leads, divergences = [], [], [], []
+    predicted, observed, leads, divergences, escapes = [], [], [], [], 0
     for index in picks.astype(int):
         k, first, s = candidates[index]
         trial = data.trials[k]
         future = None if trial.u is None else trial.u[s : s + horizon]
         # Forecast at the data's own times where the model can, else by steps of dt_.
         times = trial.t[s : s + horizon] if at_times else None
-        states, diverged_at = rollout(model, trial.slice(first, s), horizon, future, times=times)
+        states, diverged_at, escaped = bounded_rollout(model, trial.slice(first, s), horizon, future, times=times)
+        escapes += escaped
         predicted.append(states)
         observed.append(trial.x[s : s + horizon])
         leads.append(model.dt_ * np.arange(1, horizon + 1) if times is None else times - trial.t[s - 1])
@@ -385,6 +388,7 @@ def score(
         "censored_rollouts": censored,
         "diverged_rollouts": len(divergences),
         "first_divergence_step": min(divergences) if divergences else None,
+        "escaped_rollouts": escapes,
         "missing_targets": int(np.sum(np.isnan(true))),
         "rmse_per_variable": {
             name: _finite_or_none(value)
@@ -433,7 +437,8 @@ def free_run_scores(model: Backend, data: Dataset, steps: int | None = None) -> 
     ``data``, FREE_RUN_MIN)) started from the first ``history_length`` samples of ``data``'s
     first trial: D_stsp against every complete sample of ``data`` (no missing value), D_H against
     its longest stretch of complete samples (null for irregular samples). Both null, with
-    ``free_run_diverged_step``, when the run leaves the finite numbers."""
+    ``free_run_diverged_step``, when the run diverges: leaves the finite numbers or
+    (``free_run_escaped``) the training data's range widened by that range on each side."""
     from dynid.metrics.dsr import power_spectrum_distance, state_space_divergence
 
     observed = data.stacked()[0]
@@ -448,7 +453,7 @@ def free_run_scores(model: Backend, data: Dataset, steps: int | None = None) -> 
         raise DataError(f"{data.source}: the first trial is shorter than the "
                         f"{model.history_length} samples the model starts from")
     future = _held_inputs(model, first, steps)
-    run, diverged_at = rollout(model, first.slice(0, model.history_length), steps, future)
+    run, diverged_at, escaped = bounded_rollout(model, first.slice(0, model.history_length), steps, future)
     longest = max((stretch for trial in data.trials for stretch in _gap_free_stretches(trial.x)), key=len)
     finite = diverged_at is None
     return {
@@ -458,6 +463,7 @@ def free_run_scores(model: Backend, data: Dataset, steps: int | None = None) -> 
                 if finite and data.dt is not None and len(longest) > 1 else None),
         "free_run_steps": steps,
         "free_run_diverged_step": diverged_at,
+        "free_run_escaped": escaped,
     }
 
 
@@ -689,6 +695,39 @@ def rollout(
     states = states.copy()
     states[step - 1:] = np.nan
     return states, step
+
+
+def bounded_rollout(
+    model: Backend,
+    history: Trial,
+    steps: int,
+    future_inputs: np.ndarray | None = None,
+    *,
+    times: np.ndarray | None = None,
+) -> tuple[np.ndarray, int | None, bool]:
+    """``rollout`` that also counts leaving the training data's range as diverging
+    (``range_escape_step``), as ``forecast`` refuses such a path: (steps, d) states, NaN from
+    the step it diverged at on; that step (1-based) or None; and whether it escaped the range
+    (False when it left the finite numbers, or stayed inside)."""
+    states, diverged_at = rollout(model, history, steps, future_inputs, times=times)
+    escaped_at = range_escape_step(model, states)
+    # escape_step flags a non-finite row too: an escape before the first such row is one.
+    if escaped_at is None or (diverged_at is not None and escaped_at >= diverged_at):
+        return states, diverged_at, False
+    states = states.copy()
+    states[escaped_at - 1:] = np.nan
+    return states, escaped_at, True
+
+
+def range_escape_step(model: Backend, path: np.ndarray) -> int | None:
+    """The first row (1-based step) of ``path`` (steps, d) that is not finite or leaves the
+    training data's range widened by that range on each side (``Backend.data_range_``,
+    ``dynid.metrics.dsr.escape_step``): the one escape check of forecast and score. None when
+    every row stays inside, or the model (from an older file) records no range."""
+    from dynid.metrics.dsr import escape_step
+
+    bounds = model.data_range_
+    return None if bounds is None else escape_step(bounds[0], bounds[1], path)
 
 
 def first_nonfinite_step(states: np.ndarray) -> int | None:

@@ -40,6 +40,23 @@ ROSSLER = links(3, (Y, X), (Z, X), (X, Y), (X, Z))
 SPROTT_B = links(3, (Y, X), (Z, X), (X, Y), (X, Z), (Y, Z))
 
 
+def terms_of(rhs: str) -> dict[str, float]:
+    """A right-hand side as ``dynid symbolic`` writes it, parsed by sympy: term -> coefficient."""
+    import sympy
+
+    return {str(term): float(c) for term, c in sympy.sympify(rhs).as_coefficients_dict().items()}
+
+
+def assert_equations(equations: dict[str, str], expected: dict[str, dict[str, float]]) -> None:
+    """Each variable's right-hand side holds the expected terms with coefficients to 1e-6."""
+    assert equations.keys() == expected.keys()
+    for name, terms in expected.items():
+        found = terms_of(equations[name])
+        assert found.keys() == terms.keys(), (name, equations[name])
+        for term, value in terms.items():
+            assert found[term] == pytest.approx(value, rel=1e-6), (name, term)
+
+
 def lorenz96_truth(n: int) -> np.ndarray:
     """x_i' = (x_{i+1} - x_{i-2}) x_{i-1} - x_i + F: sources i+1, i-2, i-1 of every site i."""
     return links(n, *[((i + k) % n, i) for i in range(n) for k in (1, -2, -1)])
@@ -76,10 +93,21 @@ def test_the_graph_of_known_equations(system, truth, noise):
 
 def test_lorenz_equations_reported_in_the_variables_names():
     equations = graph_of(simulate("lorenz", n=N, seed=1)).extra["equations"]
-    terms = {lhs: {part.split("*", 1)[1] for part in rhs.split(" + ")} for lhs, rhs in equations.items()}
+    terms = {lhs: set(terms_of(rhs)) for lhs, rhs in equations.items()}
     assert terms == {"x": {"x", "y"}, "y": {"x", "y", "x*z"}, "z": {"z", "x*y"}}
-    sigma = float(equations["x"].split(" + ")[1].split("*")[0])
-    assert sigma == pytest.approx(10.0, rel=1e-3)
+    assert terms_of(equations["x"])["y"] == pytest.approx(10.0, rel=1e-3)
+
+
+def test_equations_are_written_as_dynid_symbolic_writes_them():
+    """One formatter (``build_term_result``): a name that is not a sympy symbol ('x (m)',
+    'lambda') is written as a symbol that ``symbols`` maps back, coefficients at full precision
+    and signs as in "-4.0*x - 0.2*v", so that every right-hand side parses with sympy."""
+    sim = simulate("forced-oscillator", n=N, seed=0)
+    data = Dataset.from_arrays(sim.x, t=sim.t, u=sim.u, variables=["x (m)", "lambda"], inputs=["u"])
+    graph = discover(data, "sindy", seed=0)
+    assert graph.extra["symbols"] == {"x0": "x (m)", "x1": "lambda", "u": "u"}
+    assert_equations(graph.extra["equations"], {"x (m)": {"x1": 1.0}, "lambda": {"x0": -4.0, "x1": -0.2, "u": 1.0}})
+    assert " - " in graph.extra["equations"]["lambda"] and "+ -" not in graph.extra["equations"]["lambda"]
 
 
 def test_lorenz96_ring():
@@ -143,7 +171,7 @@ def test_inputs_enter_the_equations_not_the_graph():
                                inputs=list(sim.inputs))
     graph = discover(data, "sindy", seed=0)
     np.testing.assert_array_equal(graph.adjacency, [[0, 1], [1, 0]])
-    assert graph.extra["equations"] == {"x": "1*v", "v": "-4*x + -0.2*v + 1*u"}
+    assert_equations(graph.extra["equations"], {"x": {"v": 1.0}, "v": {"x": -4.0, "v": -0.2, "u": 1.0}})
 
 
 def test_a_map_with_discrete():
@@ -153,7 +181,8 @@ def test_a_map_with_discrete():
     graph = discover(data, "sindy", ["discrete=true"], seed=0)
     np.testing.assert_array_equal(graph.adjacency, [[0, 1], [0, 0]])
     assert graph.extra["formulation"] == "map"
-    assert graph.extra["equations"] == {"x": "3.8*x + -3.8*x**2", "y": "3.5*y + -0.1*x*y + -3.5*y**2"}
+    assert_equations(graph.extra["equations"], {"x": {"x": 3.8, "x**2": -3.8},
+                                                "y": {"y": 3.5, "x*y": -0.1, "y**2": -3.5}})
     assert graph.score_matrix[1, 0] < 0.5 < graph.score_matrix[0, 1]
 
 

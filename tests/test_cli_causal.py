@@ -154,3 +154,34 @@ def test_bad_data_exits_3_with_one_line(cli, tmp_path, kind, culprit, extra):
     path = write_csv(tmp_path / f"{kind}.csv", bad_data(kind), list("abcd"), dt=0.1)
     line = one_error_line(cli("discover-causal", path, "--max-lag", "3", *extra), 3)
     assert culprit in line
+
+
+def test_a_missing_p_value_is_an_empty_field_as_json_writes_null(cli, tmp_path):
+    """Methods without p-values (crosspred, sindy, consensus): JSON null, CSV an empty field
+    (pandas reads NaN, a spreadsheet a blank cell; not the text "nan"), GraphML no p_value
+    value for the edge (GraphML's missing data, not "NaN"); dot carries no p-values."""
+    import io
+    import xml.etree.ElementTree as ET
+
+    import pandas as pd
+
+    from dynid.systems import simulate
+
+    sim = simulate("lorenz", n=600, seed=1)
+    data = write_csv(tmp_path / "lorenz.csv", sim.x, list(sim.variables), t=sim.t)
+    for method in ("crosspred", "sindy", "consensus"):
+        document = json.loads(cli("discover-causal", data, "--method", method, "--seed", "0", "--json").stdout)
+        assert {e["p_value"] for e in document["edges"]} == {None}, method
+        result = cli("discover-causal", data, "--method", method, "--seed", "0", "--format", "csv")
+        assert result.returncode == 0, result.stderr
+        rows = result.stdout.decode().splitlines()
+        assert "nan" not in result.stdout.decode().lower(), method
+        assert all(row.split(",")[4] == "" for row in rows[1:]), (method, rows[1])
+        frame = pd.read_csv(io.StringIO(result.stdout.decode()))
+        assert frame["p_value"].isna().all() and len(frame) == len(document["edges"])
+    graphml = cli("discover-causal", data, "--method", "crosspred", "--seed", "0", "--format", "graphml").stdout
+    assert b"NaN" not in graphml
+    ns = {"g": "http://graphml.graphdrawing.org/xmlns"}
+    edges = ET.fromstring(graphml).findall("g:graph/g:edge", ns)
+    assert edges and all({d.get("key") for d in e.findall("g:data", ns)} == {"lags", "score", "strength"}
+                         for e in edges)

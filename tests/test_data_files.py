@@ -54,6 +54,32 @@ def test_pandas_default_index_is_dropped_with_a_note(tmp_path):
     assert "pandas index column" in _notes(data)
 
 
+@pytest.mark.parametrize("writer", ["csv", "hdf"])
+def test_an_unnamed_float_index_is_the_time(tmp_path, writer):
+    """``df.index = t; df.to_csv()`` (or ``to_hdf``): the unnamed index holds the times, which
+    are not row numbers, so it is the time axis (it was dropped, leaving dt 1); whole numbers
+    (row labels) are dropped as before, and --dt keeps the index out."""
+    frame = _frame().set_index(pd.Index(np.arange(N) * DT + 3.0))
+    path = tmp_path / ("d.csv" if writer == "csv" else "d.h5")
+    if writer == "csv":
+        frame.to_csv(path)
+    else:
+        _to_hdf(frame, path, key="frame")
+    data = load(str(path))
+    assert data.variables == ("flow, l/s", "pressure (bar)", "température")
+    assert data.time_column == "index" and data.dt == pytest.approx(DT, rel=1e-12)
+    np.testing.assert_allclose(data.trials[0].t, np.arange(N) * DT + 3.0, rtol=0, atol=1e-12)
+    assert "pandas index column 'index' taken as the time" in _notes(data)
+    stepped = load(str(path), dt=0.5)
+    assert stepped.time_column is None and stepped.dt == 0.5
+    assert "pandas index column 'index' dropped" in _notes(stepped)
+    rows = frame.set_index(pd.Index(np.arange(N) * 2 + 100))  # a selection of rows: labels
+    rows.to_csv(tmp_path / "rows.csv")
+    labelled = load(str(tmp_path / "rows.csv"))
+    assert labelled.time_column is None and labelled.dt == 1.0
+    assert "pandas index column 'index' dropped" in _notes(labelled)
+
+
 def test_semicolon_and_decimal_comma_are_sniffed(tmp_path):
     frame = _frame()
     frame.insert(0, "t", np.arange(N) * DT)
@@ -68,6 +94,62 @@ def test_semicolon_and_decimal_comma_are_sniffed(tmp_path):
     frame.to_csv(gzipped, sep=";", decimal=",", index=False)
     piped = load("-", stdin=io.BytesIO(path.read_bytes()))
     assert load(str(gzipped)).fingerprint() == piped.fingerprint() == data.fingerprint()
+
+
+def test_day_first_dotted_dates_of_a_european_spreadsheet_are_the_time(tmp_path):
+    """pandas with a German date format (as Excel or LibreOffice in de-DE save a CSV:
+    semicolons, decimal commas, "31.12.2024 23:00"): the dates are the time, day first (they
+    were ignored as text, leaving dt 1). A day and month that could swap (01.02.) read as 1
+    February; slashed dates, month- or day-first by country, stay text."""
+    frame = _frame()
+    stamps = pd.date_range("2024-12-31 23:00", periods=N, freq="15min")
+    frame.insert(0, "Datum", stamps.strftime("%d.%m.%Y %H:%M"))
+    path = tmp_path / "d.csv"
+    frame.to_csv(path, sep=";", decimal=",", index=False)
+    data = load(str(path))
+    assert data.time_column == "Datum" and data.dt == 900.0
+    assert str(data.time_origin).startswith("2024-12-31T23:00")
+    np.testing.assert_array_equal(data.trials[0].x, _values(frame))
+    short = tmp_path / "short.csv"
+    short.write_text("Datum;x\n1.2.2024 9:30;1,5\n01.02.2024 10:30:00,5;2\n")
+    times = load(str(short)).trials[0].t
+    assert times.tolist() == [0.0, 3600.5]
+    slashed = tmp_path / "slashed.csv"
+    slashed.write_text("Datum;x;y\n01/02/2024;1,5;2\n02/02/2024;2;3\n03/02/2024;2;3\n")
+    assert load(str(slashed)).time_column is None
+
+
+@pytest.mark.parametrize("header, cell", [("date", "01/02/2024"), ("timestamp", "1/2/2024 13:05"),
+                                          ("time", "13:05:00")])
+def test_a_time_column_that_cannot_be_read_is_refused_unless_dt_is_given(tmp_path, header, cell):
+    """A column named like the time whose text is no date-time dynid reads (slashed dates are
+    month- or day-first by country; a time of day has no date): it was ignored as text, the
+    samples timed by their row with exit 0. Refused, naming it; --dt times the rows."""
+    path = tmp_path / "d.csv"
+    pd.DataFrame({header: [cell] * N, "x": np.arange(N) * 0.5}).to_csv(path, index=False)
+    with pytest.raises(DataError, match=f"column '{header}' is named like the time but holds '{cell}'"):
+        load(str(path))
+    data = load(str(path), dt=2.0)
+    assert data.variables == ("x",) and data.dt == 2.0 and f"ignored: '{header}'" in _notes(data)
+
+
+@pytest.mark.parametrize("sep, decimal, grouping", [(",", ".", ","), (";", ",", ".")])
+def test_numbers_with_thousands_separators_are_read(tmp_path, sep, decimal, grouping):
+    """A spreadsheet's "Number" format with a 1000 separator ("1,047.94"; in much of Europe
+    "1.047,94"): pandas leaves the column as text, which was left out of the states with only
+    a note. Read as numbers, said on stderr; a column where some value is no number stays text."""
+    pressure = 1000.0 + 100.0 * np.sin(np.arange(N))
+    path = tmp_path / "d.csv"
+    with open(path, "w", encoding="utf-8") as handle:
+        handle.write(sep.join(["t", "pressure", "flow"]) + "\n")
+        for k, p in enumerate(pressure):
+            text = f"{p:,.2f}".replace(",", "_").replace(".", decimal).replace("_", grouping)
+            cell = f'"{text}"' if grouping == sep else text
+            handle.write(sep.join([str(k), cell, f"{k / 8}".replace(".", decimal)]) + "\n")
+    data = load(str(path))
+    assert data.variables == ("pressure", "flow")
+    np.testing.assert_allclose(data.trials[0].x[:, 0], np.round(pressure, 2), rtol=0, atol=1e-9)
+    assert f"column 'pressure': numbers with thousands separators ('{grouping}') read as numbers" in _notes(data)
 
 
 def test_gzip_on_stdin_is_read_and_a_gzip_file_without_gz_is_named(tmp_path):
@@ -125,8 +207,12 @@ def test_forced_sep_and_decimal(tmp_path):
     data = load(str(path), sep=";", decimal=",")
     assert data.notes == ()  # nothing was guessed
     np.testing.assert_array_equal(data.trials[0].x, [[1.5, 2], [2.5, 3], [3.5, 4]])
-    # Forcing a decimal point leaves "1,5" as text: named in a note, never read as 15 or 1.
-    pointed = load(str(path), sep=";", decimal=".")
+    # Forcing a decimal point leaves "1,5" as text: never read as 15 or 1. The time column so
+    # lost is refused (the samples would be timed by their row); with --dt, the text columns
+    # are named in a note.
+    with pytest.raises(DataError, match="column 't' is named like the time but holds '0,0'"):
+        load(str(path), sep=";", decimal=".")
+    pointed = load(str(path), sep=";", decimal=".", dt=0.5)
     assert pointed.variables == ("y",) and pointed.time_column is None
     assert "ignored: 't', 'x'" in _notes(pointed)
     with pytest.raises(DataError, match="fields separated by comma"):
@@ -469,22 +555,121 @@ def _pandas_recording(path):
     _to_hdf(pd.DataFrame({"x": np.zeros(N // 2), "y": np.ones(N // 2)}), path, key="run2")
 
 
-@pytest.mark.parametrize("beside, group, rows", [(_h5py_meta, "/meta", 3), (_h5py_recording, "/run2", N // 2),
-                                                  (_pandas_recording, "/run2", N // 2)])
-def test_root_columns_beside_a_group_are_read_and_the_group_named(tmp_path, beside, group, rows):
-    """Columns written at the root (f['x'] = ...) are the data even with a group beside them
-    (metadata or another recording), which is named in a note, not read instead."""
-    path = tmp_path / "d.h5"
+def _h5py_settings(path):
+    with h5py.File(path, "a") as handle:
+        settings = handle.create_group("settings")
+        settings.attrs.update({"rate_hz": 4.0, "operator": "kb"})
+        settings["channel_names"] = np.array([b"x", b"y"])
+
+
+def _h5py_filtered_copy(path):
+    """The same series again in /data (a filtered copy), as a script might keep both."""
+    with h5py.File(path, "a") as handle:
+        data = handle.create_group("data")
+        data["x"], data["y"] = 0.5 * handle["x"][()], 0.5 * handle["y"][()]
+
+
+def _h5py_matrix_of_other_variables(path):
+    """A 2-D dataset of other variables on the same N samples in /data."""
+    with h5py.File(path, "a") as handle:
+        data = handle.create_group("data")
+        data["values"] = np.ones((N, 2))
+        data["values"].attrs["columns"] = ["u", "v"]
+
+
+def _pandas_copy(fmt):
+    def write(path):
+        _to_hdf(pd.DataFrame({"p": np.zeros(N), "q": np.ones(N)}), path, key="data", format=fmt)
+    return write
+
+
+def _root_columns(path):
     x, y = np.sin(np.arange(N) * DT), np.cos(np.arange(N) * DT)
     with h5py.File(path, "w") as handle:
         handle["x"], handle["y"] = x, y
+    return np.column_stack([x, y])
+
+
+@pytest.mark.parametrize("beside, group, rows", [(_h5py_meta, "/meta", 3), (_h5py_settings, "/settings", None)])
+def test_root_columns_beside_a_metadata_group_are_read_and_the_group_named(tmp_path, beside, group, rows):
+    """Columns written at the root (f['x'] = ...) are the data beside a group of metadata (no
+    series of the same length or names), which is named in a note, not read instead."""
+    path = tmp_path / "d.h5"
+    expected = _root_columns(path)
     beside(path)
     data = load(str(path), dt=DT)
     assert data.variables == ("x", "y") and data.n_trials == 1 and data.n_samples == N
-    np.testing.assert_array_equal(data.trials[0].x, np.column_stack([x, y]))
+    np.testing.assert_array_equal(data.trials[0].x, expected)
     assert f"the group(s) {group} beside them were not read" in _notes(data)
     assert f"{path}:{group}" in _notes(data)
-    assert load(f"{path}:{group}", dt=DT).n_samples == rows  # the group, when named
+    if rows is not None:
+        assert load(f"{path}:{group}", dt=DT).n_samples == rows  # the group, when named
+
+
+@pytest.mark.parametrize("beside, group, rows", [
+    (_h5py_recording, "/run2", N // 2),  # another recording of x, y
+    (_pandas_recording, "/run2", N // 2),
+    (_h5py_filtered_copy, "/data", N),  # the same samples again
+    (_h5py_matrix_of_other_variables, "/data", N),
+    (_pandas_copy("fixed"), "/data", N),
+    (_pandas_copy("table"), "/data", N),
+])
+def test_root_columns_beside_a_group_holding_series_are_refused_naming_both(tmp_path, beside, group, rows):
+    """Series at the root and series in a group (as many samples, or the same variables): the
+    root's columns and the group's are equally plausible as the data, so neither is read
+    silently; the error names the two selectors, and each reads its own."""
+    path = tmp_path / "d.h5"
+    expected = _root_columns(path)
+    beside(path)
+    with pytest.raises(DataError) as refused:
+        load(str(path), dt=DT)
+    assert f"name the one to read: {path}:/ or {path}:{group}" in str(refused.value)
+    root = load(f"{path}:/", dt=DT)  # the root, named: its columns, the group said in a note
+    np.testing.assert_array_equal(root.trials[0].x, expected)
+    assert f"the group(s) {group} beside them were not read" in _notes(root)
+    assert load(f"{path}:{group}", dt=DT).n_samples == rows
+
+
+def test_cli_refuses_an_ambiguous_hdf5_layout_with_one_line(tmp_path, cli):
+    path = tmp_path / "d.h5"
+    _root_columns(path)
+    _h5py_filtered_copy(path)
+    result = cli("discover-causal", path, "--method", "granger", "--dt", str(DT))
+    assert result.returncode == 3 and result.stdout == b""
+    lines = result.stderr.decode().strip().splitlines()
+    assert len(lines) == 1 and f"{path}:/ or {path}:/data" in lines[0]
+
+
+def _netcdf_placeholder_by_h5py(path, columns):
+    """The layout netCDF-4 writes, made with h5py's dimension scales: the dimension 'sample'
+    without a variable is a dataset of its length marked so, attached to every variable."""
+    with h5py.File(path, "w") as handle:
+        sample = handle.create_dataset("sample", (N,), dtype="f4")
+        sample.make_scale(f"This is a netCDF dimension but not a netCDF variable. {N:9d}")
+        for name, values in columns.items():
+            handle[name] = values
+            handle[name].dims[0].attach_scale(sample)
+
+
+def _netcdf_placeholder_by_h5netcdf(path, columns):
+    h5netcdf = pytest.importorskip("h5netcdf")
+    with h5netcdf.File(path, "w") as handle:
+        handle.dimensions = {"sample": N}
+        for name, values in columns.items():
+            handle.create_variable(name, ("sample",), float)[:] = values
+
+
+@pytest.mark.parametrize("write", [_netcdf_placeholder_by_h5py, _netcdf_placeholder_by_h5netcdf])
+def test_netcdf4_dimension_without_a_variable_is_no_column(tmp_path, write):
+    """netCDF-4 (as netCDF4-python, xarray and h5netcdf write it) stores a dimension that has
+    no coordinate variable as a placeholder dataset of its length: no data, not a column (it
+    was read as a constant state 'sample')."""
+    x, y = np.sin(np.arange(N) * DT), np.cos(np.arange(N) * DT)
+    path = tmp_path / "d.h5"
+    write(path, {"x": x, "y": y})
+    data = load(str(path), dt=DT)
+    assert data.variables == ("x", "y") and data.n_samples == N
+    np.testing.assert_array_equal(data.trials[0].x, np.column_stack([x, y]))
 
 
 def test_dt_attribute_on_a_2d_dataset(tmp_path):

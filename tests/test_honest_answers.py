@@ -358,6 +358,40 @@ def test_forecast_that_leaves_the_data_range_fails_with_the_step():
     assert inside.x[-1, 0] < 2 * high - 1
 
 
+def test_score_counts_rollouts_that_leave_the_data_range_as_diverged(tmp_path, cli):
+    """The model dx/dt = x is exact on x = e^t, so every rollout matches the data; but those
+    that pass e^0.99 + (e^0.99 - 1) (at t = ln(2 e^0.99 - 1) = 1.4776) have left the training
+    range [1, e^0.99] widened by that range on each side, as forecast refuses: diverged from
+    that step on, their errors null, not the near-zero RMSE of an exact path."""
+    train_t = np.arange(100) * 0.01
+    model = growing_model(Dataset.from_arrays(np.exp(train_t)[:, None], t=train_t, variables=["x"]))
+    t = np.arange(200) * 0.01
+    data = Dataset.from_arrays(np.exp(t)[:, None], t=t, variables=["x"])
+    result = api.score(model, data, horizon=50, starts=5, free_run=1000)
+    # Starts (first forecast rows) s = 1, 38, 75, 113, 150 of 1..150: step k forecasts row
+    # s - 1 + k, at t = (s - 1 + k) / 100, escaped from row 148 (t = 1.48 > 1.4776) on: the
+    # rollouts from 113 (at step 36) and 150 (at step 1).
+    assert result["diverged_rollouts"] == 2 and result["escaped_rollouts"] == 2
+    assert result["first_divergence_step"] == 1  # the start at row 150 (t = 1.50) is past it
+    assert result["rmse"] is None and result["nrmse"] is None
+    assert result["rmse_per_step"][0] is None  # the rollout from t = 1.50 is out from step 1
+    # The free run from t = 0 (finite for 1000 steps: e^10) escapes at row 148 too.
+    assert result["free_run_diverged_step"] == 148 and result["free_run_escaped"] is True
+    assert result["d_stsp"] is None and result["d_h"] is None
+    json.dumps(result, allow_nan=False)
+
+    data_file, model_file = tmp_path / "growth.csv", tmp_path / "growth.dynid"
+    pd.DataFrame({"t": t, "x": np.exp(t)}).to_csv(data_file, index=False)
+    from dynid.modelfile import describe_fit, save_model
+
+    save_model(model, str(model_file), describe_fit(model, data, seed=0, device="cpu", fit_seconds=0.0))
+    text = cli("score", model_file, data_file, "--horizon", "50", "--starts", "5", "--free-run", "1000")
+    assert text.returncode == 0
+    assert b"diverged: 2 of 5 rollouts (first at step 1; 2 left the training data's range" in text.stdout
+    assert b"rmse:     diverged" in text.stdout
+    assert b"the free run diverged at step 148 (left the training data's range)" in text.stdout
+
+
 def test_the_escape_check_skips_constant_and_unobserved_variables():
     from dynid.metrics.dsr import escape_step
 

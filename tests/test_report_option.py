@@ -65,3 +65,31 @@ def test_report_with_each_is_refused_in_one_line(tmp_path):
     assert result.returncode == 2
     assert result.stderr.count(b"\n") == 1 and b"--report" in result.stderr and b"--each" in result.stderr
     assert not (tmp_path / "r.html").exists() and not (tmp_path / "lorenz.dynid").exists()
+
+
+def test_sindy_causal_report_shows_its_equations_typeset_and_escaped():
+    """The equations the sindy links were read off, typeset as the symbolic pages do (not only
+    counted as "equations (2 fields)"): names that are no symbols written as their symbols,
+    which a note maps back, escaped."""
+    import html
+
+    from dynid import api
+    from dynid.data.dataset import Dataset
+    from dynid.report import build_report
+    from dynid.systems import simulate
+
+    sim = simulate("forced-oscillator", n=1000, seed=0)
+    data = Dataset.from_arrays(sim.x, t=sim.t, u=sim.u, variables=["x <m>", "v&w"], inputs=["u"])
+    document = api.causal_document(api.discover_causal(data, "sindy", seed=0))
+    page = build_report([], [("c.json", document)])
+    check_page(page)
+    assert "<h3>Equations the links were read off</h3>" in page
+    assert re.findall(r'<math display="block" alttext="([^"]*)"', page) == [
+        "dx0/dt = x1", "dx1/dt = -4 x0 - 0.2 x1 + u"]
+    assert "Symbols: x0 = x &lt;m&gt;, x1 = v&amp;w." in page
+    assert "equations (2 fields)" not in page
+    # A document of an older version, its right-hand sides in names sympy cannot read: plain lines.
+    older = {**document, "equations": {"x <m>": "1*v&w"}, "symbols": None}
+    page = build_report([], [("old.json", older)])
+    check_page(page)
+    assert html.escape("d(x <m>)/dt", quote=False) in page and "1*v&amp;w" in page

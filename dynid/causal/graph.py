@@ -146,7 +146,8 @@ class CausalGraph:
     def to_csv(self) -> str:
         """Every edge, one per row, with header ``source,target,lag,strength,p_value,significant``.
 
-        Floats keep full precision; ``significant`` is ``true``/``false``; names are quoted when
+        Floats keep full precision, a value JSON writes as null (``p_value`` of methods without
+        p-values) is an empty field; ``significant`` is ``true``/``false``; names are quoted when
         they hold commas or quotes (RFC 4180).
         """
         buffer = io.StringIO()
@@ -186,7 +187,8 @@ class CausalGraph:
 
         Nodes have ids ``n0, n1, ...`` and a ``name`` attribute; edges carry ``lags`` (e.g. "1,3"),
         ``score`` (the score-matrix entry), and the ``strength``/``p_value`` of their most
-        significant lag. Names are XML-escaped; characters XML cannot hold become U+FFFD.
+        significant lag; a NaN value (``p_value`` of methods without p-values) is left out,
+        GraphML's missing data. Names are XML-escaped; characters XML cannot hold become U+FFFD.
         """
         ns = "http://graphml.graphdrawing.org/xmlns"
         root = ET.Element("graphml", {"xmlns": ns})
@@ -211,7 +213,8 @@ class CausalGraph:
                 "p_value": _xml_double(best.p_value),
             }
             for key, value in values.items():
-                ET.SubElement(element, "data", {"key": key}).text = value
+                if value != "NaN":
+                    ET.SubElement(element, "data", {"key": key}).text = value
         ET.indent(root)
         body = ET.tostring(root, encoding="unicode")
         return f'<?xml version="1.0" encoding="UTF-8"?>\n{body}\n'
@@ -291,7 +294,10 @@ def _from_json_float(value: float | None) -> float:
 
 
 def _csv_float(value: float) -> str:
-    return repr(float(value))
+    """Full precision; empty where JSON writes null (a method without p-values: NaN), the
+    missing value every CSV reader knows."""
+    number = _json_float(value)
+    return "" if number is None else repr(number)
 
 
 def _jsonable(value: Any) -> Any:

@@ -70,7 +70,6 @@ _ROWS_PER_TERM = 10
 # State coordinates in a term's expression: terms are written in x0.., u0.. (inputs) and c0..
 # (constants), so "x" followed by digits is always a state.
 _STATE = re.compile(r"\bx(\d+)\b")
-_COORDINATE = re.compile(r"\b[xu]\d+\b")
 
 
 @dataclass(frozen=True)
@@ -108,9 +107,10 @@ class SparseEquations(CausalMethod):
     change to the next): ``strength`` = ``contribution`` of the source's terms in the target's
     selected equation (0 when none is selected), ``p_value`` NaN, ``significant`` when the
     selected equation has a term containing the source. ``extra``: ``inclusion`` and
-    ``contribution`` (d, d) ``[source][target]``, ``equations`` (the selected right-hand sides,
-    in the variables' names), ``libraries`` (the library chosen per equation), ``formulation``.
-    ``--max-lag`` and ``--alpha`` are not used.
+    ``contribution`` (d, d) ``[source][target]``, ``equations`` (variable -> the selected
+    right-hand side, as ``dynid symbolic`` writes it: sympy-parseable with the names of
+    ``symbols``, symbol -> the variable's or input's name), ``libraries`` (the library
+    chosen per equation), ``formulation``. ``--max-lag`` and ``--alpha`` are not used.
     """
 
     name = "sindy"
@@ -162,13 +162,15 @@ class EquationLinks:
     """What equation ``i`` says of every source j, each (d,): ``bags`` that kept a term
     containing j; ``tie_break``, the contribution of j's terms to the least-squares fit on the
     whole chosen library; ``selected``, whether the equation selected on all rows holds such a
-    term, and ``strength``, their contribution there; ``rhs``: that equation's right-hand side."""
+    term, and ``strength``, their contribution there; ``terms`` (k,) and ``coefficients``
+    (k,): that equation's selected terms (in coordinates x0.., u0..) and their coefficients."""
 
     bags: np.ndarray
     tie_break: np.ndarray
     selected: np.ndarray
     strength: np.ndarray
-    rhs: str
+    terms: tuple[str, ...]
+    coefficients: np.ndarray
 
 
 def _equation_links(i: int, choice: EquationChoice, rows: RegressionRows, params: SymbolicParams,
@@ -190,7 +192,8 @@ def _equation_links(i: int, choice: EquationChoice, rows: RegressionRows, params
         tie_break=contributions(theta, y, dense) @ contains,
         selected=(coef != 0) @ contains > 0,
         strength=contributions(theta, y, coef) @ contains,
-        rhs=" + ".join(f"{coef[k]:.6g}*{termset.names[k]}" for k in np.flatnonzero(coef)),
+        terms=tuple(termset.names[k] for k in np.flatnonzero(coef)),
+        coefficients=coef[coef != 0],
     )
 
 
@@ -223,19 +226,30 @@ def _graph(data: Dataset, settings: CausalSettings, params: SindyParams, rows: R
     names = data.variables
     edges = [Edge(names[j], names[i], 1, float(strength[j, i]), float("nan"), bool(adjacency[j, i]))
              for j in range(d) for i in range(d) if i != j]
-    symbols = {**{f"x{j}": name for j, name in enumerate(names)},
-               **{f"u{k}": name for k, name in enumerate(data.inputs)}}
+    symbols, equations = _equations(data, links, rows.formulation == "map")
     return CausalGraph(
         variables=names, method=SparseEquations.name, max_lag=settings.max_lag,
         alpha=settings.alpha, edges=edges, score_matrix=score, adjacency=adjacency,
         extra={"inclusion": np.where(off, bags / params.ensemble, 0.0), "contribution": strength,
-               "equations": {name: _in_names(link.rhs, symbols) for name, link in zip(names, links)},
+               "equations": equations, "symbols": symbols,
                "libraries": [choice.library.spec for choice in chosen],
                "formulation": rows.formulation, "hyperparameters": params.to_dict(),
                "dt": data.dt},
     )
 
 
-def _in_names(rhs: str, symbols: dict[str, str]) -> str:
-    """``rhs`` written in coordinates x0.., u0.. with the variables' and inputs' names instead."""
-    return _COORDINATE.sub(lambda match: symbols[match.group(0)], rhs) if rhs else "0"
+def _equations(data: Dataset, links: list[EquationLinks], discrete: bool) -> tuple[dict[str, str], dict[str, str]]:
+    """The symbols (symbol -> the variable's or input's name) and, per variable, the
+    right-hand side of its selected equation, as ``dynid symbolic`` writes them
+    (``build_term_result``: sympy-parseable, full-precision coefficients)."""
+    from dynid.symbolic.expressions import build_term_result
+
+    equations: dict[str, str] = {}
+    symbols: dict[str, str] = {}
+    for i, (name, link) in enumerate(zip(data.variables, links)):
+        # Each equation has its own library: one result per equation, of its own terms only.
+        coefficients = np.zeros((data.n_variables, len(link.terms)))
+        coefficients[i] = link.coefficients
+        result = build_term_result(data.variables, data.inputs, link.terms, coefficients, discrete=discrete)
+        equations[name], symbols = result["equations"][i]["rhs"], result["symbols"]
+    return symbols, equations

@@ -32,7 +32,7 @@ def discover_causal(
     max_lag: Annotated[int, typer.Option("--max-lag", help="Largest lag tested (samples).")] = 5,
     alpha: Annotated[float, typer.Option("--alpha", help="Significance level after correction.")] = 0.05,
     correction: Annotated[str, typer.Option("--correction", help="Multiple-testing correction: bh (Benjamini-Hochberg FDR), bonferroni or none.")] = "bh",
-    output_format: Annotated[str, typer.Option("--format", help="json, csv (edge list), dot, graphml or text [default: text on a terminal, else json].", autocompletion=completion.choices(FORMATS))] = "",
+    output_format: Annotated[str, typer.Option("--format", help="json, csv (edge list; a method without p-values leaves p_value empty), dot, graphml or text [default: text on a terminal, else json].", autocompletion=completion.choices(FORMATS))] = "",
     list_methods: Annotated[bool, typer.Option("--list", help="List the methods and their -p options, then exit.")] = False,
     clusters: Annotated[Optional[str], typer.Option("--clusters", help='Test links between groups of variables, e.g. "A=x1,x2;B=x3,x4" (granger only); unlisted variables are conditioned on but not shown.')] = None,
     dynamic_output: Annotated[Optional[str], typer.Option("--dynamic-output", help="--method dynamic: write the strength series to FILE (.h5/.hdf5 or .json).")] = None,

@@ -38,15 +38,20 @@ Every command that reads data takes `DATA`: a path to `.csv` or `.tsv` (optional
 stdin.
 
 - CSV: one row per sample. The time column is `--time-column NAME`, else a column named `t` or
-  `time` if present, else the sample index times `--dt`. State variables are `--columns a,b,c`,
+  `time` if present, else the one date-time column (ISO-8601, or day-first dotted `31.12.2024
+  23:00`), else the one increasing column named like a
+  time or sample index, else an unnamed pandas index of increasing numbers that are not whole
+  (`df.index = t; df.to_csv()`; not with `--dt`), else the sample index times `--dt`. State variables are `--columns a,b,c`,
   else every numeric column that is not time, trial or input. `--inputs u1,u2` names exogenous
   inputs (controls); `--trial-column NAME` groups rows into independent trials.
 - HDF5: a 2-D dataset (samples x variables) whose attribute `columns` names the variables, with
   an optional 1-D time dataset beside it; a group of 1-D datasets of equal length (one column
   each, as `f['x'] = ...` writes them); a group whose members are such datasets or groups is
-  one trial each. A group's own 1-D columns are its data even with groups beside them (metadata,
-  another recording): those are not read, and a note on stderr names them (`file.h5:/group`
-  reads one instead).
+  one trial each. A group's own 1-D columns beside groups of metadata are its data: the groups
+  are not read, and a note on stderr names them (`file.h5:/group` reads one instead). Beside a
+  group that holds series too (as many samples, or variables of the same names: a copy, a
+  processed version, another recording) both readings are plausible: exit 3, naming the two
+  selectors (`file.h5:/` for the root's columns, `file.h5:/data` for the group's).
 - Space-time fields (`dynid symbolic --pde` only): in one HDF5 group (`file.h5` or
   `file.h5:/group`), each field a dataset of shape (n_t, n_x) or (n_t, n_x, n_y), all of one
   shape, on a uniform grid; coordinates are 1-D datasets `t` (or `time`), `x`, `y` beside them,

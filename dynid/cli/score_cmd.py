@@ -36,6 +36,8 @@ def score(
 
     VPT: the first time the RMS over variables of the error divided by each variable's standard deviation in DATA exceeds 0.4, averaged over the rollouts (">=" when some rollouts were still valid at the horizon).
 
+    A rollout that leaves the finite numbers, or the training data's range widened by that range on each side (a path forecast refuses unless --allow-escape), has diverged from that step on: it is counted ("diverged_rollouts", of which "escaped_rollouts" by the range), it ends its valid prediction time, and the errors it enters are undefined (null in JSON); a free run that does has no D_stsp or D_H.
+
     Missing values in DATA: models that take them (Kalman-type, slds) see the gaps as they are, others NaN-free segments (or --nan). A missing target is skipped, not an error: the errors are over the observed targets, VPT judges only the steps with one, and "missing_targets" counts those skipped.
 
     D_stsp (state-space divergence): KL(p_data || p_model) between histograms of DATA and of the free run, 30 bins per variable on [min - 0.1 sd, max + 0.1 sd] of DATA, each smoothed as (count + 1e-5) / (total + 1e-5 * cells); with more than 5 variables, between Gaussian mixtures (unit variance on standardised data) centred on 10,000 samples of each, by Monte Carlo. 0 for identical distributions; two independent 50,000-sample runs of Lorenz-63 differ by about 0.1, two 10,000-sample runs by 0.4 to 1.5.
@@ -100,15 +102,18 @@ def _text(result: dict[str, Any]) -> str:
     if "valid_prediction_time_lyapunov" in result:
         lines.append(f"valid prediction time (Lyapunov times): {bound}{result['valid_prediction_time_lyapunov']:.4g}")
     if result["diverged_rollouts"]:
+        escaped = (f"; {result['escaped_rollouts']} left the training data's range widened by that "
+                   "range on each side" if result["escaped_rollouts"] else "")
         lines.append(
             f"diverged: {result['diverged_rollouts']} of {result['starts']} rollouts "
-            f"(first at step {result['first_divergence_step']}); errors are undefined"
+            f"(first at step {result['first_divergence_step']}{escaped}); errors are undefined"
         )
     if "free_run_steps" in result:
         lines.append(f"free run: {result['free_run_steps']} steps; d_stsp {_number(result['d_stsp'])}, "
                      f"d_h {_number(result['d_h'])}")
         if result["free_run_diverged_step"] is not None:
-            lines.append(f"the free run diverged at step {result['free_run_diverged_step']}")
+            where = " (left the training data's range)" if result["free_run_escaped"] else ""
+            lines.append(f"the free run diverged at step {result['free_run_diverged_step']}{where}")
     if "lyapunov_state_dimension" in result:
         exponents = result["lyapunov_exponents"]
         if exponents is None:

@@ -32,6 +32,12 @@ _DECIMAL_POINT = re.compile(r"^[+-]?\d*\.\d+(?:[eE][+-]?\d+)?$")
 # A line of numbers and delimiters only, whatever the delimiter and decimal mark (a header-less
 # "0,5;1,25" splits on commas as consistently as on semicolons); "nan" and "inf" may be names.
 _NUMBERS_LINE = re.compile(r"^[\s\d.,;|+eE-]*\d[\s\d.,;|+eE-]*$")
+# Numbers with thousands separators, as spreadsheets write them ("1,047.94"; with decimal
+# commas "1.047,94"), by decimal mark: (grouped, plain); pandas leaves such a column as text.
+_GROUPED = {
+    ".": (re.compile(r"^[+-]?\d{1,3}(?:,\d{3})+(?:\.\d+)?$"), re.compile(r"^[+-]?\d+(?:\.\d+)?$")),
+    ",": (re.compile(r"^[+-]?\d{1,3}(?:\.\d{3})+(?:,\d+)?$"), re.compile(r"^[+-]?\d+(?:,\d+)?$")),
+}
 # pandas' name for the empty header that ``DataFrame.to_csv()`` writes above its index.
 _PANDAS_UNNAMED = re.compile(r"^Unnamed: 0$|^$")
 
@@ -76,7 +82,7 @@ def read_delimited(
     """Read a delimited file (path, or bytes for stdin). ``default_sep`` comes from the suffix."""
     fmt, notes = sniff_format(source, name, default_sep=default_sep, sep=sep, decimal=decimal)
     frame = _parse(source, name, fmt)
-    table = _to_table(frame, name)
+    table = _to_table(frame, name, fmt.decimal)
     table.notes[:0] = notes
     return table
 
@@ -146,7 +152,7 @@ def read_delimited_chunks(path: str, fmt: Format, rows: int) -> Iterator[Table]:
                              index_col=False, chunksize=rows, **fmt.read_options())
         with reader:
             for frame in reader:
-                yield _to_table(frame, path)
+                yield _to_table(frame, path, fmt.decimal)
     except pd.errors.EmptyDataError:
         raise DataError(f"{path}: empty file") from None
     except (pd.errors.ParserError, UnicodeDecodeError, OSError, EOFError, ValueError) as exc:
@@ -298,14 +304,16 @@ def _parse(source: str | io.BytesIO, name: str, fmt: Format):  # type: ignore[no
         raise DataError(f"{name}: cannot parse as {kind}: {first}") from None
 
 
-def _to_table(frame, name: str) -> Table:  # type: ignore[no-untyped-def]
-    """Columns by name: numbers as float, ISO-8601 text as datetime64, the rest as objects."""
+def _to_table(frame, name: str, decimal: str = ".") -> Table:  # type: ignore[no-untyped-def]
+    """Columns by name: numbers as float (with thousands separators too, said in a note), date-
+    time text as datetime64, the rest as objects; ``decimal``: the file's decimal mark."""
     import pandas as pd
 
     if frame.shape[1] == 0:
         raise DataError(f"{name}: no columns")
     columns: dict[str, np.ndarray] = {}
     utc: set[str] = set()
+    notes: list[str] = []
     index = None
     for position, raw_name in enumerate(frame.columns):
         column_name = str(raw_name).strip()
@@ -325,6 +333,13 @@ def _to_table(frame, name: str) -> Table:  # type: ignore[no-untyped-def]
             continue
         # pyarrow reads date-only ISO-8601 as datetime.date objects; parse them as text.
         values = np.array([v.isoformat() if isinstance(v, datetime.date) else v for v in series], dtype=object)
+        grouped = _grouped_numbers(values, decimal)
+        if grouped is not None:
+            columns[column_name] = grouped
+            separator = "," if decimal == "." else "."
+            notes.append(f"{name}: column {column_name!r}: numbers with thousands separators "
+                         f"({separator!r}) read as numbers")
+            continue
         try:
             parsed = parse_iso_datetimes(values)
         except DataError as exc:
@@ -335,4 +350,18 @@ def _to_table(frame, name: str) -> Table:  # type: ignore[no-untyped-def]
             columns[column_name], aware = parsed
             if aware:
                 utc.add(column_name)
-    return Table(columns=columns, label=name, index=index, utc=frozenset(utc))
+    return Table(columns=columns, label=name, index=index, utc=frozenset(utc), notes=notes)
+
+
+def _grouped_numbers(values: np.ndarray, decimal: str) -> np.ndarray | None:
+    """Text (n,) as float when every present value is a number, some of them with thousands
+    separators (the mark that is not ``decimal``), else None. Missing values become NaN."""
+    grouped, plain = _GROUPED[decimal]
+    present = [v.strip() for v in values if isinstance(v, str) and v.strip()]
+    if not present or not any(grouped.match(v) for v in present):
+        return None
+    if not all(grouped.match(v) or plain.match(v) for v in present):
+        return None
+    separator = "," if decimal == "." else "."
+    return np.array([float(v.strip().replace(separator, "").replace(",", ".")) if isinstance(v, str) and v.strip()
+                     else np.nan for v in values])

@@ -4,8 +4,10 @@ Layouts (see ../shared/CONTRACT.md): a 2-D dataset (samples x variables) whose a
 ``columns`` names the variables, with an optional 1-D time dataset ``t``/``time`` beside it; a
 group of 1-D datasets of equal length (one column each); a pandas ``to_hdf`` group (fixed or table
 format, read without PyTables); a group whose members are such things = one trial each. A
-group's own 1-D columns are its data even when groups sit beside them (metadata, another
-recording): those are not read, and a note names them (``file.h5:/group`` reads one). Attributes
+group's own 1-D columns beside subgroups of metadata are its data (a note names the subgroups;
+``file.h5:/group`` reads one); beside a subgroup that holds series too (as many samples, or
+variables of the same names) the file has two plausible readings, and it is refused with the
+two selectors that read one each (``file.h5:/`` and ``file.h5:/data``). Attributes
 ``dt``, ``t0`` (and ``time_unit``) on a dataset or its group give the time axis when no time
 column does.
 """
@@ -39,21 +41,21 @@ def read_hdf5(path: str, inner: str | None, wanted: set[str] | None) -> list[Tab
         try:
             if node_path not in handle:
                 raise DataError(f"{path}: no dataset or group {node_path!r} inside")
-            return _collect_trials(path, handle[node_path], wanted)
+            return _collect_trials(path, handle[node_path], wanted, named=inner is not None)
         except (OSError, RuntimeError, KeyError, ValueError, TypeError) as exc:  # HDF5 on damaged structures
             raise DataError(f"{path}: cannot read ({str(exc)[:120]})") from None
 
 
-def _collect_trials(path: str, node, wanted: set[str] | None) -> list[Table]:  # type: ignore[no-untyped-def]
+def _collect_trials(path: str, node, wanted: set[str] | None, named: bool = False) -> list[Table]:  # type: ignore[no-untyped-def]
     """A 2-D dataset is one trial; so is a group holding exactly one 2-D dataset (with its time
-    vector), a group of 1-D columns (groups beside them are not read, said in a note), and a
+    vector), a group of 1-D columns (see ``_single_trial`` for groups beside them), and a
     pandas group; a group of such members is one trial each; a group wrapping a single
-    subgroup is looked through."""
+    subgroup is looked through. ``named``: the user named ``node`` (``file.h5:/path``)."""
     import h5py
 
     if isinstance(node, h5py.Dataset):
         return [_vector_trial(path, node) if node.ndim == 1 else _matrix_trial(path, node, node.parent, wanted)]
-    single = _single_trial(path, node, wanted)
+    single = _single_trial(path, node, wanted, named)
     if single is not None:
         return [single]
     members = _members(node)
@@ -82,12 +84,29 @@ def _collect_trials(path: str, node, wanted: set[str] | None) -> list[Table]:  #
 
 def _members(group) -> list:  # type: ignore[no-untyped-def,type-arg]
     """The datasets and groups in ``group``; h5py gives None for a link that leads nowhere (a
-    dangling soft or external link, or a damaged file), which holds no data."""
-    return [member for member in group.values() if member is not None]
+    dangling soft or external link, or a damaged file), which holds no data; nor does the
+    placeholder netCDF-4 writes for a dimension without a coordinate variable (its fill
+    values, as long as the series: read, it would be a column)."""
+    return [member for member in group.values() if member is not None and not _is_netcdf_dimension(member)]
 
 
-def _single_trial(path: str, group, wanted: set[str] | None) -> Table | None:  # type: ignore[no-untyped-def]
-    """The one trial ``group`` holds, or None if it holds several (or none)."""
+# netCDF-4 marks a dimension that has no variable of its own so (then padded to its length).
+_NETCDF_DIMENSION_ONLY = b"This is a netCDF dimension but not a netCDF variable."
+
+
+def _is_netcdf_dimension(member) -> bool:  # type: ignore[no-untyped-def]
+    name = member.attrs.get("NAME") if "CLASS" in member.attrs else None
+    return isinstance(name, (bytes, np.bytes_)) and bytes(name).startswith(_NETCDF_DIMENSION_ONLY)
+
+
+def _single_trial(path: str, group, wanted: set[str] | None, named: bool = False) -> Table | None:  # type: ignore[no-untyped-def]
+    """The one trial ``group`` holds, or None if it holds several (or none).
+
+    A group's own 1-D columns beside subgroups: when a subgroup holds series too (on the
+    same samples, or of the same variables: a copy, a processed version, another recording),
+    both readings are plausible and DataError names the two selectors, unless the user named
+    ``group`` (``named``: its own columns are chosen). Subgroups of something else (metadata)
+    leave the columns the data, and a note names them."""
     import h5py
 
     if is_pandas_group(group):
@@ -105,15 +124,35 @@ def _single_trial(path: str, group, wanted: set[str] | None) -> Table | None:  #
         return _columns_trial(path, group, vectors)
     if all(is_time_name(m.name.rsplit("/", 1)[-1]) for m in vectors):
         return None  # a time vector beside the groups that hold the data
-    # The group's own columns are its data; groups beside them (metadata, another recording)
-    # are not read with them, which the user hears, with how to read one instead.
     table = _columns_trial(path, group, vectors)
-    others = ", ".join(m.name for m in sorted(subgroups, key=lambda m: _natural_key(m.name)))
+    subgroups = sorted(subgroups, key=lambda m: _natural_key(m.name))
+    if not named:
+        rival = next((m for m in subgroups if _holds_series_like(path, m, table)), None)
+        if rival is not None:
+            raise DataError(
+                f"{path}:{group.name}: its 1-D columns ({', '.join(table.columns)}) and the group "
+                f"{rival.name} both hold series; name the one to read: {path}:{group.name} or {path}:{rival.name}"
+            )
+    # The group's own columns are its data; groups beside them that hold no such series
+    # (metadata) are not read with them, which the user hears, with how to read one instead.
+    others = ", ".join(m.name for m in subgroups)
     table.notes.append(
         f"{path}:{group.name}: read its 1-D columns ({', '.join(table.columns)}); the group(s) "
         f"{others} beside them were not read (name one to read it instead: {path}:{subgroups[0].name})"
     )
     return table
+
+
+def _holds_series_like(path: str, group, columns: Table) -> bool:  # type: ignore[no-untyped-def]
+    """Whether ``group`` reads as trials (``_collect_trials``) of which one has as many samples
+    as ``columns`` or a variable of the same name (a time column aside): another plausible
+    reading of the file. Something that does not read as trials (metadata) is none."""
+    own = {name for name in columns.columns if not is_time_name(name)}
+    try:
+        tables = _collect_trials(path, group, None)
+    except (DataError, OSError, RuntimeError, KeyError, ValueError, TypeError):
+        return False
+    return any(t.n_rows == columns.n_rows or own & set(t.columns) for t in tables)
 
 
 def _matrix_trial(path: str, dataset, parent, wanted: set[str] | None) -> Table:  # type: ignore[no-untyped-def]

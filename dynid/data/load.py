@@ -68,7 +68,7 @@ def load(
     tables = read_tables(spec, stdin=stdin, wanted=wanted, sep=parse_sep(sep), decimal=parse_decimal(decimal))
     source = "<stdin>" if spec == "-" else spec
     notes = [note for table in tables for note in table.notes]
-    roles = resolve_roles(tables[0], source, columns, time_column, inputs, trial_column, notes)
+    roles = resolve_roles(tables[0], source, columns, time_column, inputs, trial_column, notes, dt=dt)
     for table in tables:
         _check_same_columns(table, tables[0], source)
     time = TimeAxis.of(tables, roles.time, dt, source, notes)
@@ -109,7 +109,11 @@ def resolve_roles(
     inputs: list[str] | None,
     trial_column: str | None,
     notes: list[str],
+    *,
+    dt: float | None = None,
 ) -> Roles:
+    """Which columns are time, states and inputs (``load``'s arguments); ``dt`` (--dt) given
+    keeps a numeric pandas index from being taken as the time (``_index_is_time``)."""
     available = list(table.columns)
 
     def find(name: str, option: str, exact: bool = False) -> str:
@@ -126,6 +130,12 @@ def resolve_roles(
     if trial_column is not None and trial_column not in table.columns:
         find(trial_column, "--trial-column", exact=True)  # the error names the columns
     time = _find_time(table, source, time_column)
+    if time is None and time_column is None and dt is None and _index_is_time(table):
+        time = table.index
+        notes.append(f"{source}: pandas index column {table.index!r} taken as the time (its values increase "
+                     "every row and are not row numbers; --dt gives a step instead)")
+    if time is None and time_column is None and dt is None and table.dt is None:
+        _refuse_unread_time(table, source, trial_column)
     input_names = [require(name, "--inputs") for name in (inputs or [])]
     if columns is not None:
         if not columns:
@@ -151,6 +161,37 @@ def resolve_roles(
     if not states:
         raise DataError(f"{source}: no numeric state columns")
     return Roles(time, states, input_names)
+
+
+def _refuse_unread_time(table: Table, source: str, trial_column: str | None) -> None:
+    """DataError for a text column named like a date-time (``date``, ``timestamp``, ``time``)
+    whose values are no date-time dynid reads (``01/02/2024``, month- or day-first by country;
+    ``13:05:00`` without a date): left out as text, the samples would be timed by their index
+    and the file's times lost with exit 0. --dt or --time-column (a readable column) decide."""
+    for name in table.columns:
+        if name != trial_column and table.kind(name) == "other" and is_time_name(name, DATETIME_TIME_NAMES):
+            # Text, or objects the CSV parser made of it (pyarrow reads "13:05:00" as a time of day).
+            values = [str(v).strip() for v in table.columns[name] if v is not None and str(v).strip()
+                      and not (isinstance(v, float) and np.isnan(v))]
+            if not values:
+                continue
+            _refuse_stray_text(table, source, name)  # numbers but a unit row or a "-": said so
+            raise DataError(
+                f"{source}: column {name!r} is named like the time but holds {values[0]!r}, neither a "
+                "number nor a date-time dynid reads (ISO-8601 2024-02-01 13:05:00, or day-first "
+                "01.02.2024 13:05); convert it, or give --dt to time the samples by their row"
+            )
+
+
+def _index_is_time(table: Table) -> bool:
+    """Whether the table's pandas index (``df.index = t; df.to_csv()``, unnamed) is its time
+    axis: numbers that increase every row and are not all whole (whole numbers are row labels,
+    0..n-1 or a selection of rows, which are dropped as before)."""
+    if table.index is None or table.kind(table.index) != "number":
+        return False
+    values = np.asarray(table.columns[table.index], dtype=float)
+    return (values.size >= 3 and bool(np.all(np.isfinite(values))) and bool(np.all(np.diff(values) > 0))
+            and not bool(np.all(values == np.round(values))))
 
 
 def _refuse_stray_text(table: Table, source: str, name: str) -> None:

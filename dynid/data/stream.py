@@ -258,7 +258,8 @@ def open_stream(
     first = next(chunks, None)
     if first is None or first.n_rows == 0:
         raise DataError(f"{spec}: no data rows")
-    roles = resolve_roles(first, spec, columns, time_column, inputs, None, notes)
+    notes.extend(first.notes)  # what reading the first chunk interpreted (thousands separators)
+    roles = resolve_roles(first, spec, columns, time_column, inputs, None, notes, dt=dt)
     if roles.time is not None and first.kind(roles.time) == "datetime":
         raise UsageError(f"{spec}: date-time times are not read in chunks; give --time-column a numeric column")
     time = TimeAxis.of([first], roles.time, dt, spec, notes)

@@ -20,6 +20,12 @@ _ISO = re.compile(
     r"(?:[T ]\d{2}:\d{2}(?::\d{2}(?:[.,]\d+)?)?)?"
     r"\s*(?P<zone>Z|[+-]\d{2}(?::?\d{2})?)?$"
 )
+# Day-first dotted dates as spreadsheets in much of Europe write them ("31.12.2024 13:05:59,5");
+# never month-first, unlike slashed dates, which stay text.
+_DOTTED = re.compile(
+    r"^(?P<day>\d{1,2})\.(?P<month>\d{1,2})\.(?P<year>\d{4})"
+    r"(?:[T ](?P<hour>\d{1,2})(?P<rest>:\d{2}(?::\d{2}(?:[.,]\d+)?)?))?$"
+)
 # Names of columns that count clock time or samples, with an optional unit suffix (``time_s``,
 # ``Elapsed_ms``): an increasing one is never taken as a state unless --columns names it.
 _CLOCK_NAME = re.compile(
@@ -65,7 +71,8 @@ def times_after(last: float, dt: float, count: int) -> np.ndarray:
 
 
 def parse_iso_datetimes(values: np.ndarray) -> tuple[np.ndarray, bool] | None:
-    """Strings (n,) as datetime64[ns] if every non-missing one is ISO-8601, else None.
+    """Strings (n,) as datetime64[ns] if every non-missing one is ISO-8601 (or every one a
+    day-first dotted date, ``31.12.2024 13:05``, read as that ISO-8601 date), else None.
 
     Returns the times and whether they carried time zones (then they are converted to UTC, so a
     change of offset - daylight saving - keeps the true elapsed time). Missing values become NaT.
@@ -74,6 +81,9 @@ def parse_iso_datetimes(values: np.ndarray) -> tuple[np.ndarray, bool] | None:
     import pandas as pd
 
     present = [v for v in values if isinstance(v, str) and v.strip()]
+    if present and _DOTTED.match(present[0].strip()):
+        values = _dotted_as_iso(values)
+        present = [v for v in values if isinstance(v, str) and v.strip()]
     if not present or not _ISO.match(present[0].strip()):  # most text columns stop here
         return None
     if len(present) + _count_missing(values) != len(values):
@@ -93,6 +103,19 @@ def parse_iso_datetimes(values: np.ndarray) -> tuple[np.ndarray, bool] | None:
     if aware:
         parsed = parsed.dt.tz_localize(None)
     return parsed.to_numpy(dtype="datetime64[ns]"), aware
+
+
+def _dotted_as_iso(values: np.ndarray) -> np.ndarray:
+    """Day-first dotted dates rewritten as ISO-8601 (``31.12.2024 9:05`` -> ``2024-12-31
+    09:05``); values that are not such dates are left as they are (the ISO check refuses them)."""
+    def iso(value: object) -> object:
+        match = _DOTTED.match(value.strip()) if isinstance(value, str) else None
+        if match is None:
+            return value
+        date = f"{match['year']}-{int(match['month']):02d}-{int(match['day']):02d}"
+        return date if match["hour"] is None else f"{date} {int(match['hour']):02d}{match['rest']}"
+
+    return np.array([iso(v) for v in values], dtype=object)
 
 
 def _count_missing(values: np.ndarray) -> int:

@@ -4,8 +4,9 @@ What it draws: a node-link graph of the significant links (variables on a circle
 strength, label the lags, lag-0 links without a direction drawn without arrowheads; for
 ``--clusters`` results the nodes are the clusters), the score matrix as a heatmap, for
 ``--method dynamic`` the strength of each significant link over time with its change points,
-and a table of the significant edges. Method-specific fields are listed by name and size, not
-dumped: the JSON file holds them. Registered with ``sections.result_renderer``; importing this
+and a table of the significant edges; for ``--method sindy`` the equations the links were read
+off, typeset as the symbolic pages typeset theirs. Other method-specific fields are listed by
+name and size, not dumped: the JSON file holds them. Registered with ``sections.result_renderer``; importing this
 module (``dynid.report`` does) is enough.
 """
 
@@ -253,5 +254,27 @@ def causal_section(doc: dict[str, Any]) -> str:
         table(rows, header=["source", "link", "target", "lag", "strength", "p-value"]) + cut_note
         if rows else note(f"No significant edges at alpha = {fmt(doc.get('alpha'))}.")
     )
-    parts.append(_fields_left(doc, _CONTRACT + ("clusters", "dynamic")))
+    equations = _equations(doc)
+    parts.append(equations)
+    shown = _CONTRACT + ("clusters", "dynamic") + (("equations", "symbols") if equations else ())
+    parts.append(_fields_left(doc, shown))
     return "".join(parts)
+
+
+def _equations(doc: dict[str, Any]) -> str:
+    """The identified equations the links were read off (``--method sindy``: ``equations``,
+    variable -> right-hand side, over ``symbols``) typeset as the symbolic pages typeset
+    theirs; as plain lines when they do not parse; "" for methods without equations."""
+    from dynid.report.symbolic import derivative_text, equations_block, equations_of_rhs
+
+    rhs = doc.get("equations")
+    if not isinstance(rhs, dict) or not rhs:
+        return ""
+    symbols = {str(k): str(v) for k, v in (doc.get("symbols") or {}).items()}
+    discrete = doc.get("formulation") == "map"
+    heading = h3("Equations the links were read off")
+    equations = equations_of_rhs({str(k): str(v) for k, v in rhs.items()}, symbols)
+    if equations is None:
+        return heading + table([(derivative_text(str(k), discrete), str(v)) for k, v in rhs.items()],
+                               header=["equation", "right-hand side"])
+    return heading + equations_block(equations, symbols, discrete)

@@ -39,13 +39,13 @@ def equation_document(model: Backend) -> dict[str, Any] | None:
 
 
 # -- MathML --------------------------------------------------------------------------------------
-def _parsed(text: str, symbols: dict[str, str]) -> Any:
+def _parsed(text: str, symbols: dict[str, str], *, evaluate: bool = True) -> Any:
     """``text`` as a sympy expression over the document's symbols, or None when it does not
-    parse (shown as plain text then)."""
+    parse (shown as plain text then). ``evaluate=False`` keeps a sum's terms in their order."""
     import sympy
 
     try:
-        return sympy.sympify(text, locals={s: sympy.Symbol(s) for s in symbols})
+        return sympy.sympify(text, locals={s: sympy.Symbol(s) for s in symbols}, evaluate=evaluate)
     except (sympy.SympifyError, SyntaxError, TypeError, ValueError):
         return None
 
@@ -175,18 +175,42 @@ def without_equations(metrics: dict[str, Any] | None) -> dict[str, Any]:
     return {k: v for k, v in (metrics or {}).items() if k != "equations"}
 
 
+def equations_block(equations: list[dict[str, Any]], symbols: dict[str, str], discrete: bool) -> str:
+    """The ``equations`` of a document (``lhs`` and ``terms`` each) typeset, and a note naming
+    the variables that ``symbols`` (symbol -> name) writes as another symbol."""
+    renamed = {k: v for k, v in symbols.items() if k != v}
+    math = "".join(equation_mathml(eq, symbols, discrete) for eq in equations)
+    return Markup(f'<div class="equations">{math}</div>') + (
+        note("Symbols: " + ", ".join(f"{k} = {v}" for k, v in renamed.items()) + ".") if renamed else "")
+
+
+def equations_of_rhs(rhs: dict[str, str], symbols: dict[str, str]) -> list[dict[str, Any]] | None:
+    """Equations ``{"lhs", "terms": [{"term", "coefficient"}]}`` (as ``dynid symbolic`` writes
+    them) from right-hand sides, variable name -> rhs over ``symbols`` (symbol -> name; a name
+    missing from it is its own symbol); None when one does not parse (files of older versions
+    wrote names that are not symbols)."""
+    import sympy
+
+    symbol_of = {name: symbol for symbol, name in symbols.items()}
+    equations = []
+    for name, text in rhs.items():
+        expression = _parsed(str(text), {**symbols, **{n: n for n in rhs if n not in symbol_of}}, evaluate=False)
+        if expression is None:
+            return None
+        # Unevaluated, the sum keeps the written order; each term evaluated splits off its number.
+        pairs = [term.doit().as_coeff_Mul() for term in sympy.Add.make_args(expression)]
+        terms = [{"term": str(factor), "coefficient": float(c)} for c, factor in pairs if c != 0]
+        equations.append({"lhs": symbol_of.get(name, name), "terms": terms})
+    return equations
+
+
 def symbolic_body(doc: dict[str, Any], *, with_metrics: bool = True) -> str:
     """The document as HTML: equations typeset (under the caller's heading), terms, Pareto
     front, selection per equation and (``with_metrics``) the remaining metrics as a table (no
     raw structures)."""
     symbols = {str(k): str(v) for k, v in (doc.get("symbols") or {}).items()}
-    discrete = bool(doc.get("discrete"))
-    renamed = {k: v for k, v in symbols.items() if k != v}
-    math = "".join(equation_mathml(eq, symbols, discrete) for eq in doc["equations"])
     parts = [
-        Markup(f'<div class="equations">{math}</div>'),
-        note("Symbols: " + ", ".join(f"{k} = {v}" for k, v in renamed.items()) + ".")
-        if renamed else "",
+        equations_block(doc["equations"], symbols, bool(doc.get("discrete"))),
         h3("Terms"),
         terms_table(doc),
         pareto_figure(doc),
