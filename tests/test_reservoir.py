@@ -204,9 +204,9 @@ def test_geometry_gate_rejects_the_esn_setting_whose_free_run_settles_on_an_equi
     (0.3), fitted alone, runs freely onto an equilibrium (its last samples stand still); the
     gate measured that run's geometry and left the setting out, and the chosen model's
     20,000-step free run stays on the attractor (its median D_stsp against clean trajectories
-    at most a fifth of the collapsed run's; a single pair met
-    D_stsp <= 1 on one CPU and read 1.5 on another). Fitted on the raw noisy states (``denoise=false``):
-    the gate is what is tested here; on the denoised states the gate admits leak 0.3."""
+    at most a fifth of the collapsed run's; a single pair met D_stsp <= 1 on one CPU and read
+    1.5 on another). Fitted on the raw noisy states (``denoise=false``): the gate is what is
+    tested here; on the denoised states the gate admits leak 0.3."""
     noisy = simulate("lorenz", n=2000 + TRANSIENT, dt=DT, noise=0.05, seed=1).x[TRANSIENT:]
     data = as_data(noisy)
     history = Trial(np.arange(len(noisy)) * DT, noisy)
