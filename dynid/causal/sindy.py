@@ -13,7 +13,7 @@ fit is ``dynid symbolic``'s own machinery, with nothing tuned here:
    folds (``symbolic.folds``).
 2. Libraries ``poly1 .. poly{max_degree}``; per equation the library and the support with the
    lowest held-out AICc (or BIC) pooled over the folds (``symbolic.choice``). A library with
-   more columns than a tenth of the regression rows is not tried (``_ROWS_PER_TERM``): its fit
+   more columns than a tenth of the regression rows is not tried (``ROWS_PER_TERM``): its fit
    would rest on fewer than ten rows per coefficient (the events-per-variable rule of thumb of
    regression, Peduzzi et al., J Clin Epidemiol 49:1373, 1996), and its subset search is what
    would make ten variables slow (poly3 of 10 variables has 286 columns).
@@ -66,7 +66,7 @@ from dynid.symbolic.rows import RegressionRows, regression_rows
 from dynid.symbolic.solvers import lstsq_on_support
 
 # Regression rows per library column a library needs to be tried (module docstring, step 2).
-_ROWS_PER_TERM = 10
+ROWS_PER_TERM = 10
 # State coordinates in a term's expression: terms are written in x0.., u0.. (inputs) and c0..
 # (constants), so "x" followed by digits is always a state.
 _STATE = re.compile(r"\bx(\d+)\b")
@@ -109,7 +109,9 @@ class SparseEquations(CausalMethod):
     selected equation (0 when none is selected), ``p_value`` NaN, ``significant`` when the
     selected equation has a term containing the source. ``extra``: ``inclusion`` and
     ``contribution`` (d, d) ``[source][target]``, ``equations`` (the selected right-hand sides,
-    in the variables' names), ``libraries`` (the library chosen per equation), ``formulation``.
+    in the variables' names), ``libraries`` (the library chosen per equation), ``validation_r2``
+    and ``n_terms`` per equation (``held_out_r2`` of its selected support, and its size),
+    ``formulation``.
     ``--max-lag`` and ``--alpha`` are not used.
     """
 
@@ -126,6 +128,12 @@ class SparseEquations(CausalMethod):
     def discover(self, data: Dataset, settings: CausalSettings) -> CausalGraph:
         params = self.params
         assert isinstance(params, SindyParams)
+        return self.graph(data, settings, self.equations(data))
+
+    def equations(self, data: Dataset) -> SelectedEquations:
+        """Step 1-2 of the module docstring: each equation's library and support."""
+        params = self.params
+        assert isinstance(params, SindyParams)
         check_values(data, "sindy")
         symbolic = params.symbolic()
         # BLAS at one thread, as in symbolic.identify: the products are small.
@@ -140,21 +148,48 @@ class SparseEquations(CausalMethod):
             d = data.n_variables
             chosen = choose_equations(d, libraries, rows, folds, symbolic,
                                       Steps(SilentProgress(), d), list(data.variables))
+        return SelectedEquations(rows, chosen)
+
+    def graph(self, data: Dataset, settings: CausalSettings, selected: SelectedEquations) -> CausalGraph:
+        """Step 3 and the graph, from ``selected = self.equations(data)``."""
+        params = self.params
+        assert isinstance(params, SindyParams)
+        symbolic = params.symbolic()
+        rows, chosen = selected.rows, selected.chosen
+        with threadpool_limits(1, user_api="blas"):
             try:
                 links = [_equation_links(i, choice, rows, symbolic, settings.seed)
                          for i, choice in enumerate(chosen)]
             except UsageError as error:  # options are checked already: the bootstrap's rows
                 raise DataError(f"{data.source}: sindy: {error}; the record is too short for "
                                 "the bootstrap, use more samples") from None
-        return _graph(data, settings, params, rows, chosen, links)
+        return _graph(data, settings, params, selected, links)
+
+
+@dataclass(frozen=True)
+class SelectedEquations:
+    """The regression ``rows`` and each equation's chosen library and support (``chosen``, one
+    per variable); ``validation_r2`` and ``n_terms`` (d,) of each selected support."""
+
+    rows: RegressionRows
+    chosen: list[EquationChoice]
+
+    @property
+    def validation_r2(self) -> np.ndarray:
+        return np.array([held_out_r2(choice.selection.best.val_error, self.rows.targets[:, i])
+                         for i, choice in enumerate(self.chosen)])
+
+    @property
+    def n_terms(self) -> np.ndarray:
+        return np.array([int(np.count_nonzero(choice.support)) for choice in self.chosen])
 
 
 def library_specs(coordinates: int, extra: int, n_rows: int, max_degree: int) -> list[str]:
     """``poly1``, and ``poly2 .. poly{max_degree}`` whose columns (monomials in ``coordinates``
-    states and inputs, plus ``extra`` user terms) number at most a ``_ROWS_PER_TERM``-th of the
+    states and inputs, plus ``extra`` user terms) number at most a ``ROWS_PER_TERM``-th of the
     ``n_rows`` regression rows."""
     return ["poly1"] + [f"poly{k}" for k in range(2, max_degree + 1)
-                        if (comb(coordinates + k, k) + extra) * _ROWS_PER_TERM <= n_rows]
+                        if (comb(coordinates + k, k) + extra) * ROWS_PER_TERM <= n_rows]
 
 
 @dataclass(frozen=True)
@@ -194,6 +229,17 @@ def _equation_links(i: int, choice: EquationChoice, rows: RegressionRows, params
     )
 
 
+def held_out_r2(val_error: float, y: np.ndarray) -> float:
+    """1 - val_error^2 / var(y): the share of the targets' ``y`` (N,) variance that the selected
+    equation predicts on held-out rows (``val_error``: its RMS residual pooled over the
+    cross-validation folds, units of y). 1 for a constant target predicted exactly, -inf for one
+    it misses."""
+    variance = float(np.var(y))
+    if variance > 0:
+        return 1.0 - val_error**2 / variance
+    return 1.0 if val_error == 0 else float("-inf")
+
+
 def term_states(termset: TermSet) -> np.ndarray:
     """(p, d) float 0/1: whether term k contains state j."""
     out = np.zeros((len(termset), termset.n_states))
@@ -210,9 +256,10 @@ def contributions(theta: np.ndarray, y: np.ndarray, coef: np.ndarray) -> np.ndar
     return np.abs(coef) * spread / (sd if sd > 0 else 1.0)
 
 
-def _graph(data: Dataset, settings: CausalSettings, params: SindyParams, rows: RegressionRows,
-           chosen: list[EquationChoice], links: list[EquationLinks]) -> CausalGraph:
+def _graph(data: Dataset, settings: CausalSettings, params: SindyParams, selected: SelectedEquations,
+           links: list[EquationLinks]) -> CausalGraph:
     """The CausalGraph [source][target] of the per-equation ``links``."""
+    rows, chosen = selected.rows, selected.chosen
     d = data.n_variables
     bags = np.column_stack([link.bags for link in links])
     tie_break = np.column_stack([link.tie_break for link in links])
@@ -231,6 +278,8 @@ def _graph(data: Dataset, settings: CausalSettings, params: SindyParams, rows: R
         extra={"inclusion": np.where(off, bags / params.ensemble, 0.0), "contribution": strength,
                "equations": {name: _in_names(link.rhs, symbols) for name, link in zip(names, links)},
                "libraries": [choice.library.spec for choice in chosen],
+               "validation_r2": selected.validation_r2.tolist(),
+               "n_terms": selected.n_terms.tolist(),
                "formulation": rows.formulation, "hyperparameters": params.to_dict(),
                "dt": data.dt},
     )
