@@ -19,6 +19,7 @@ _METHODS: dict[str, str] = {
     "crosspred": "dynid.causal.crosspred:CrossPrediction",
     "sindy": "dynid.causal.sindy:SparseEquations",
     "consensus": "dynid.causal.consensus:Consensus",
+    "auto": "dynid.causal.auto:Auto",
 }
 
 

@@ -78,6 +78,8 @@ def discover_causal(
             )
         finally:
             options.progress.close()
+    if "auto" in graph.extra:
+        out.info(f"auto chose {graph.extra['auto']['method']}: {graph.extra['auto']['reason']}")
     if "dynamic" in graph.extra:
         if dynamic_output:
             from dynid.causal.dynamic import write_strength_series
