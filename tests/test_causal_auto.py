@@ -4,6 +4,8 @@ exactly as running it directly, and the routing statistic against hand-built cas
 
 from __future__ import annotations
 
+import json
+
 import numpy as np
 import pytest
 
@@ -12,7 +14,7 @@ from dynid.causal.auto import instantaneous, newey_west_variance
 from dynid.data.dataset import Dataset
 from dynid.systems import simulate
 
-from conftest import var_process
+from conftest import var_process, write_csv
 from test_causal_crosspred import mixed_graph
 from test_causal_sindy import LORENZ
 
@@ -108,3 +110,27 @@ def test_too_short_for_sindy_still_routes(n):
     graph = discover(short, "auto", seed=0, max_lag=1)
     assert graph.extra["auto"]["method"] == "granger"
     assert "too few rows" in graph.extra["auto"]["reason"]
+
+
+def test_the_cli_default_is_auto_and_says_what_it_chose(cli, tmp_path):
+    x, truth = mixed_graph()
+    path = write_csv(tmp_path / "mixed.csv", x, ["C", "A", "D", "B"])
+    result = cli("discover-causal", path, "--json")
+    assert result.returncode == 0, result.stderr.decode()
+    lines = result.stderr.decode().strip().splitlines()
+    assert any(line.startswith("auto chose consensus:") and "Diebold-Mariano" in line
+               for line in lines), lines
+    document = json.loads(result.stdout)
+    assert document["method"] == "consensus" and document["auto"]["method"] == "consensus"
+    assert set(document["auto"]["statistics"]) >= {"sindy_validation_r2", "instantaneous_p"}
+    assert np.array(document["adjacency"]).tolist() == truth.tolist()
+
+
+def test_clusters_with_the_default_run_granger(cli, tmp_path):
+    data, _ = var_data()
+    path = write_csv(tmp_path / "var.csv", data.trials[0].x, list("abcde"))
+    result = cli("discover-causal", path, "--clusters", "AB=a,b;C=c", "--max-lag", "2", "--json")
+    assert result.returncode == 0, result.stderr.decode()
+    document = json.loads(result.stdout)
+    assert document["method"] == "granger" and document["variables"] == ["AB", "C"]
+    assert "auto" not in document
