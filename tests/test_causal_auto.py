@@ -20,7 +20,7 @@ from test_causal_sindy import LORENZ
 
 
 def assert_same_graph(auto, direct) -> None:
-    assert auto.method == direct.method
+    assert auto.method == "auto" and auto.extra["auto"]["method"] == direct.method
     np.testing.assert_array_equal(auto.score_matrix, direct.score_matrix)
     np.testing.assert_array_equal(auto.adjacency, direct.adjacency)
     assert [e.to_json_dict() for e in auto.edges] == [e.to_json_dict() for e in direct.edges]
@@ -121,7 +121,7 @@ def test_the_cli_default_is_auto_and_says_what_it_chose(cli, tmp_path):
     assert any(line.startswith("auto chose consensus:") and "Diebold-Mariano" in line
                for line in lines), lines
     document = json.loads(result.stdout)
-    assert document["method"] == "consensus" and document["auto"]["method"] == "consensus"
+    assert document["method"] == "auto" and document["auto"]["method"] == "consensus"
     assert set(document["auto"]["statistics"]) >= {"sindy_validation_r2", "instantaneous_p"}
     assert np.array(document["adjacency"]).tolist() == truth.tolist()
 

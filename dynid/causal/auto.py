@@ -32,8 +32,9 @@ lagged test on stochastic or high-dimensional data. So:
 (c) **Otherwise granger.**
 
 The result is the chosen method's graph, exactly as ``--method <chosen>`` gives it (same
-settings, each method's own defaults), with ``extra["auto"]``: ``method`` (the chosen one),
-``reason`` (a sentence) and ``statistics`` (the numbers each stage looked at).
+settings, each method's own defaults), under the method name ``auto``, with ``extra["auto"]``:
+``method`` (the chosen one), ``reason`` (a sentence) and ``statistics`` (the numbers each
+stage looked at).
 """
 
 from __future__ import annotations
@@ -45,6 +46,7 @@ import numpy as np
 
 from dynid.causal import registry
 from dynid.causal.base import CausalMethod, CausalSettings
+from dynid.causal.common import check_values
 from dynid.causal.graph import CausalGraph
 from dynid.data.dataset import Dataset
 from dynid.errors import DataError
@@ -138,7 +140,7 @@ class Auto(CausalMethod):
     """``--method auto``: sindy, consensus or granger, chosen from the data (module docstring).
 
     Edges, ``score_matrix`` and ``adjacency``: the chosen method's, unchanged; ``extra`` its
-    own plus ``auto`` (``method``, ``reason``, ``statistics``)."""
+    own plus ``auto`` (``method``, ``reason``, ``statistics``); ``method`` "auto"."""
 
     name = "auto"
     contemporaneous = True
@@ -153,12 +155,13 @@ class Auto(CausalMethod):
         # The chosen method reports as a whole: its own stages would fight the spinner.
         quiet = replace(settings, training=replace(settings.training, progress=SilentProgress()))
         statistics: dict[str, Any] = {}
-        from dynid.causal.sindy import SparseEquations
-
-        sindy = SparseEquations()
+        check_values(data, "auto")  # what no stage can use is refused, not routed around
+        # By name, as every route: methods do not import each other. sindy's two steps
+        # (equations, then the bootstrap graph) let (a) look before paying for the bags.
+        sindy: Any = registry.get("sindy")()
         try:
             selected = sindy.equations(data)
-        except DataError as error:  # too short for the libraries: stage (a) does not apply
+        except DataError as error:  # e.g. too short for the bootstrap: stage (a) does not apply
             closed = f"no sparse equations ({error})"
         else:
             r2 = selected.validation_r2
@@ -201,6 +204,7 @@ def _run(method: str, data: Dataset, settings: CausalSettings) -> CausalGraph:
 
 
 def _routed(graph: CausalGraph, method: str, reason: str, statistics: dict[str, Any]) -> CausalGraph:
-    """``graph`` with ``extra["auto"]`` saying that ``method`` was chosen and why."""
-    return replace(graph, extra={**graph.extra,
-                                 "auto": {"method": method, "reason": reason, "statistics": statistics}})
+    """``graph``, the result of ``method``, as auto's: ``method`` "auto", and ``extra["auto"]``
+    saying which method was chosen and why."""
+    return replace(graph, method=Auto.name, extra={
+        **graph.extra, "auto": {"method": method, "reason": reason, "statistics": statistics}})

@@ -13,7 +13,7 @@ fit is ``dynid symbolic``'s own machinery, with nothing tuned here:
    folds (``symbolic.folds``).
 2. Libraries ``poly1 .. poly{max_degree}``; per equation the library and the support with the
    lowest held-out AICc (or BIC) pooled over the folds (``symbolic.choice``). A library with
-   more columns than a tenth of the regression rows is not tried (``ROWS_PER_TERM``): its fit
+   more columns than a tenth of the regression rows is not tried (``_ROWS_PER_TERM``): its fit
    would rest on fewer than ten rows per coefficient (the events-per-variable rule of thumb of
    regression, Peduzzi et al., J Clin Epidemiol 49:1373, 1996), and its subset search is what
    would make ten variables slow (poly3 of 10 variables has 286 columns).
@@ -66,7 +66,7 @@ from dynid.symbolic.rows import RegressionRows, regression_rows
 from dynid.symbolic.solvers import lstsq_on_support
 
 # Regression rows per library column a library needs to be tried (module docstring, step 2).
-ROWS_PER_TERM = 10
+_ROWS_PER_TERM = 10
 # State coordinates in a term's expression: terms are written in x0.., u0.. (inputs) and c0..
 # (constants), so "x" followed by digits is always a state.
 _STATE = re.compile(r"\bx(\d+)\b")
@@ -186,10 +186,10 @@ class SelectedEquations:
 
 def library_specs(coordinates: int, extra: int, n_rows: int, max_degree: int) -> list[str]:
     """``poly1``, and ``poly2 .. poly{max_degree}`` whose columns (monomials in ``coordinates``
-    states and inputs, plus ``extra`` user terms) number at most a ``ROWS_PER_TERM``-th of the
+    states and inputs, plus ``extra`` user terms) number at most a ``_ROWS_PER_TERM``-th of the
     ``n_rows`` regression rows."""
     return ["poly1"] + [f"poly{k}" for k in range(2, max_degree + 1)
-                        if (comb(coordinates + k, k) + extra) * ROWS_PER_TERM <= n_rows]
+                        if (comb(coordinates + k, k) + extra) * _ROWS_PER_TERM <= n_rows]
 
 
 @dataclass(frozen=True)

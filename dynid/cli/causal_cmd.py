@@ -168,7 +168,9 @@ def _table(graph) -> str:  # type: ignore[no-untyped-def]
         (e for e in graph.edges if e.significant and not (e.undirected and e.source > e.target)),
         key=evidence_order,
     )
-    lines = [f"{graph.method}: {len(significant)} significant link(s) at alpha {graph.alpha:g} (max lag {graph.max_lag})"]
+    chosen = graph.extra.get("auto", {}).get("method")
+    name = f"{graph.method} ({chosen})" if chosen else graph.method
+    lines = [f"{name}: {len(significant)} significant link(s) at alpha {graph.alpha:g} (max lag {graph.max_lag})"]
     lines.append(f"{'source':>12}  {'target':<12} {'lag':>3}  {'strength':>9}  {'p (adj.)':>9}")
     for e in significant:
         p_text = f"{e.p_value:>9.2e}" if e.p_value == e.p_value else f"{'n/a':>9}"
