@@ -134,3 +134,16 @@ def test_clusters_with_the_default_run_granger(cli, tmp_path):
     document = json.loads(result.stdout)
     assert document["method"] == "granger" and document["variables"] == ["AB", "C"]
     assert "auto" not in document
+
+
+@pytest.mark.parametrize("n", [6, 8])
+def test_a_record_too_short_for_sindy_is_routed_on(n):
+    # 6 samples: too few to differentiate; 8: equations, but too few rows for the bootstrap
+    # or for closed ones. Either way (a) steps aside and says why, (b) has too few rows, and
+    # granger, which tests lag 1 on so short a record, answers.
+    sim = simulate("lorenz", n=n, seed=1)
+    with pytest.warns(UserWarning):  # granger: the third column is a near copy of the others
+        graph = discover(Dataset.from_arrays(sim.x, t=sim.t), "auto", seed=0, max_lag=1)
+    chosen = graph.extra["auto"]
+    assert chosen["method"] == "granger" and "too few rows" in chosen["reason"]
+    assert "sparse equations" in chosen["reason"]

@@ -161,19 +161,22 @@ class Auto(CausalMethod):
         sindy: Any = registry.get("sindy")()
         try:
             selected = sindy.equations(data)
-        except DataError as error:  # e.g. too short for the bootstrap: stage (a) does not apply
+        except DataError as error:  # e.g. too few samples to differentiate: (a) does not apply
             closed = f"no sparse equations ({error})"
         else:
             r2 = selected.validation_r2
             statistics["sindy_validation_r2"] = dict(zip(data.variables, r2.tolist()))
             statistics["sindy_n_terms"] = dict(zip(data.variables, selected.n_terms.tolist()))
             worst = int(np.argmin(r2))
+            closed = (f"the sparse equations are not closed ({data.variables[worst]}: held-out "
+                      f"R^2 {r2[worst]:.3f} < {_CLOSED_R2:g})")
             if r2[worst] >= _CLOSED_R2:
                 reason = (f"sparse equations predict every variable's held-out derivative "
                           f"(smallest R^2 {r2[worst]:.4f}, {data.variables[worst]}; closed at >= {_CLOSED_R2:g})")
-                return _routed(sindy.graph(data, settings, selected), "sindy", reason, statistics)
-            closed = (f"the sparse equations are not closed ({data.variables[worst]}: held-out "
-                      f"R^2 {r2[worst]:.3f} < {_CLOSED_R2:g})")
+                try:
+                    return _routed(sindy.graph(data, settings, selected), "sindy", reason, statistics)
+                except DataError as error:  # too short for the bootstrap bags
+                    closed = f"closed sparse equations, but {error}"
         found = instantaneous(data, settings.max_lag)
         if found is None:
             reason = f"{closed}; too few rows to test dependence at the same sample: lagged tests"
