@@ -110,7 +110,8 @@ class SparseEquations(CausalMethod):
     selected equation has a term containing the source. ``extra``: ``inclusion`` and
     ``contribution`` (d, d) ``[source][target]``, ``equations`` (the selected right-hand sides,
     in the variables' names), ``libraries`` (the library chosen per equation), ``validation_r2``
-    and ``n_terms`` per equation (``held_out_r2`` of its selected support, and its size),
+    and ``n_terms`` per equation (``held_out_r2`` of the support the held-out selection chose,
+    and the selected support's size),
     ``formulation``.
     ``--max-lag`` and ``--alpha`` are not used.
     """
@@ -126,8 +127,6 @@ class SparseEquations(CausalMethod):
     Params = SindyParams
 
     def discover(self, data: Dataset, settings: CausalSettings) -> CausalGraph:
-        params = self.params
-        assert isinstance(params, SindyParams)
         return self.graph(data, settings, self.equations(data))
 
     def equations(self, data: Dataset) -> SelectedEquations:
