@@ -619,6 +619,7 @@ def discover_causal(
     from dynid.causal import CausalSettings
     from dynid.causal import registry as causal_registry
 
+    method = causal_method(method, clusters)
     cls = causal_registry.get(method)
     hyper = cls.Params.build(_one_params(params, method_params))
     if training is not None and training.trains and not cls.trains:
@@ -645,6 +646,12 @@ def discover_causal(
     else:
         groups = check_clusters(clusters, data.variables)
     return _with_seed(cluster_granger(data, groups, settings), seed)
+
+
+def causal_method(method: str, clusters: object) -> str:
+    """The method ``discover_causal`` runs: ``method``, except that ``auto`` with ``clusters``
+    is granger (the group test is granger's; auto has nothing else to choose)."""
+    return "granger" if clusters is not None and method == "auto" else method
 
 
 def _with_seed(graph: CausalGraph, seed: int | None) -> CausalGraph:

@@ -100,7 +100,7 @@ def test_near_duplicate_is_named_and_the_rest_still_found(series: np.ndarray):
 def test_cli_warns_in_one_line_and_exits_0(cli, tmp_path, series: np.ndarray, kind: str):
     copy = series[:, 0] if kind == "exact" else near_copy(series[:, 0], 0.9999, 7)
     path = write_csv(tmp_path / "dup.csv", np.column_stack([series, copy]), list(NAMES), dt=0.1)
-    result = cli("discover-causal", path, "--max-lag", "3", "--json")
+    result = cli("discover-causal", path, "--method", "granger", "--max-lag", "3", "--json")
     assert result.returncode == 0, result.stderr.decode()
     lines = result.stderr.decode().strip().splitlines()
     warned = [line for line in lines if line.startswith("dynid: warning:")]

@@ -72,7 +72,7 @@ class Granger(CausalMethod):
 
     name = "granger"
     use_when = (
-        "lagged, roughly linear coupling (VAR-like data, or smooth nonlinear systems sampled finely, e.g. Lorenz-96); fastest; the default"
+        "lagged, roughly linear coupling (VAR-like data, or smooth nonlinear systems sampled finely, e.g. Lorenz-96); fastest"
     )
     summary = (
         "conditional (multivariate) VAR Granger causality: F/t-tests per link and lag, or a "

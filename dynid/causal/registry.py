@@ -9,6 +9,7 @@ from dynid.errors import UsageError
 
 # name -> "module:Class". Adding a method is one module plus one line here.
 _METHODS: dict[str, str] = {
+    "auto": "dynid.causal.auto:Auto",
     "granger": "dynid.causal.granger:Granger",
     "pcmci": "dynid.causal.pcmci:PCMCI",
     "pcmciplus": "dynid.causal.pcmciplus:PCMCIPlus",

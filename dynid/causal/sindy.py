@@ -110,7 +110,9 @@ class SparseEquations(CausalMethod):
     ``contribution`` (d, d) ``[source][target]``, ``equations`` (variable -> the selected
     right-hand side, as ``dynid symbolic`` writes it: sympy-parseable with the names of
     ``symbols``, symbol -> the variable's or input's name), ``libraries`` (the library
-    chosen per equation), ``formulation``. ``--max-lag`` and ``--alpha`` are not used.
+    chosen per equation), ``validation_r2`` and ``n_terms`` per equation (``held_out_r2`` of the
+    support the held-out selection chose, and the selected support's size), ``formulation``.
+    ``--max-lag`` and ``--alpha`` are not used.
     """
 
     name = "sindy"
@@ -124,6 +126,10 @@ class SparseEquations(CausalMethod):
     Params = SindyParams
 
     def discover(self, data: Dataset, settings: CausalSettings) -> CausalGraph:
+        return self.graph(data, settings, self.equations(data))
+
+    def equations(self, data: Dataset) -> SelectedEquations:
+        """Step 1-2 of the module docstring: each equation's library and support."""
         params = self.params
         assert isinstance(params, SindyParams)
         check_values(data, "sindy")
@@ -140,13 +146,40 @@ class SparseEquations(CausalMethod):
             d = data.n_variables
             chosen = choose_equations(d, libraries, rows, folds, symbolic,
                                       Steps(SilentProgress(), d), list(data.variables))
+        return SelectedEquations(rows, chosen)
+
+    def graph(self, data: Dataset, settings: CausalSettings, selected: SelectedEquations) -> CausalGraph:
+        """Step 3 and the graph, from ``selected = self.equations(data)``."""
+        params = self.params
+        assert isinstance(params, SindyParams)
+        symbolic = params.symbolic()
+        rows, chosen = selected.rows, selected.chosen
+        with threadpool_limits(1, user_api="blas"):
             try:
                 links = [_equation_links(i, choice, rows, symbolic, settings.seed)
                          for i, choice in enumerate(chosen)]
             except UsageError as error:  # options are checked already: the bootstrap's rows
                 raise DataError(f"{data.source}: sindy: {error}; the record is too short for "
                                 "the bootstrap, use more samples") from None
-        return _graph(data, settings, params, rows, chosen, links)
+        return _graph(data, settings, params, selected, links)
+
+
+@dataclass(frozen=True)
+class SelectedEquations:
+    """The regression ``rows`` and each equation's chosen library and support (``chosen``, one
+    per variable); ``validation_r2`` and ``n_terms`` (d,) of each selected support."""
+
+    rows: RegressionRows
+    chosen: list[EquationChoice]
+
+    @property
+    def validation_r2(self) -> np.ndarray:
+        return np.array([held_out_r2(choice.selection.best.val_error, self.rows.targets[:, i])
+                         for i, choice in enumerate(self.chosen)])
+
+    @property
+    def n_terms(self) -> np.ndarray:
+        return np.array([int(np.count_nonzero(choice.support)) for choice in self.chosen])
 
 
 def library_specs(coordinates: int, extra: int, n_rows: int, max_degree: int) -> list[str]:
@@ -197,6 +230,17 @@ def _equation_links(i: int, choice: EquationChoice, rows: RegressionRows, params
     )
 
 
+def held_out_r2(val_error: float, y: np.ndarray) -> float:
+    """1 - val_error^2 / var(y): the share of the targets' ``y`` (N,) variance that the selected
+    equation predicts on held-out rows (``val_error``: its RMS residual pooled over the
+    cross-validation folds, units of y). 1 for a constant target predicted exactly, -inf for one
+    it misses."""
+    variance = float(np.var(y))
+    if variance > 0:
+        return 1.0 - val_error**2 / variance
+    return 1.0 if val_error == 0 else float("-inf")
+
+
 def term_states(termset: TermSet) -> np.ndarray:
     """(p, d) float 0/1: whether term k contains state j."""
     out = np.zeros((len(termset), termset.n_states))
@@ -213,9 +257,10 @@ def contributions(theta: np.ndarray, y: np.ndarray, coef: np.ndarray) -> np.ndar
     return np.abs(coef) * spread / (sd if sd > 0 else 1.0)
 
 
-def _graph(data: Dataset, settings: CausalSettings, params: SindyParams, rows: RegressionRows,
-           chosen: list[EquationChoice], links: list[EquationLinks]) -> CausalGraph:
+def _graph(data: Dataset, settings: CausalSettings, params: SindyParams, selected: SelectedEquations,
+           links: list[EquationLinks]) -> CausalGraph:
     """The CausalGraph [source][target] of the per-equation ``links``."""
+    rows, chosen = selected.rows, selected.chosen
     d = data.n_variables
     bags = np.column_stack([link.bags for link in links])
     tie_break = np.column_stack([link.tie_break for link in links])
@@ -233,6 +278,8 @@ def _graph(data: Dataset, settings: CausalSettings, params: SindyParams, rows: R
         extra={"inclusion": np.where(off, bags / params.ensemble, 0.0), "contribution": strength,
                "equations": equations, "symbols": symbols,
                "libraries": [choice.library.spec for choice in chosen],
+               "validation_r2": selected.validation_r2.tolist(),
+               "n_terms": selected.n_terms.tolist(),
                "formulation": rows.formulation, "hyperparameters": params.to_dict(),
                "dt": data.dt},
     )

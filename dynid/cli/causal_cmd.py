@@ -1,6 +1,8 @@
 """``dynid discover-causal DATA --method NAME [--max-lag L] [--alpha A]``: who drives whom.
 
-``--clusters "A=x1,x2;B=x3"`` tests links between groups of variables (granger only);
+The default ``--method auto`` chooses sindy, consensus or granger from the data and says which
+and why on stderr (``dynid.causal.auto``). ``--clusters "A=x1,x2;B=x3"`` tests links between
+groups of variables (granger only; auto then runs granger);
 ``--dynamic-output FILE`` writes ``--method dynamic``'s strength series (.h5/.hdf5 or .json).
 """
 
@@ -27,14 +29,14 @@ def register(app: typer.Typer) -> None:
 @with_options("data", "run", "training", "batch", each=EachSpec("causal", data="data_files", method="method"))
 def discover_causal(
     data_files: Annotated[Optional[list[str]], typer.Argument(metavar="DATA", help="Data files or '-' for stdin.")] = None,
-    method: Annotated[str, typer.Option("--method", help="Method name; 'dynid discover-causal --list' shows them with their -p options.", autocompletion=completion.causal_methods)] = "granger",
+    method: Annotated[str, typer.Option("--method", help="Method name; 'dynid discover-causal --list' shows them with their -p options.", autocompletion=completion.causal_methods)] = "auto",
     param: ParamsOption = None,
     max_lag: Annotated[int, typer.Option("--max-lag", help="Largest lag tested (samples).")] = 5,
     alpha: Annotated[float, typer.Option("--alpha", help="Significance level after correction.")] = 0.05,
     correction: Annotated[str, typer.Option("--correction", help="Multiple-testing correction: bh (Benjamini-Hochberg FDR), bonferroni or none.")] = "bh",
     output_format: Annotated[str, typer.Option("--format", help="json, csv (edge list; a method without p-values leaves p_value empty), dot, graphml or text [default: text on a terminal, else json].", autocompletion=completion.choices(FORMATS))] = "",
     list_methods: Annotated[bool, typer.Option("--list", help="List the methods and their -p options, then exit.")] = False,
-    clusters: Annotated[Optional[str], typer.Option("--clusters", help='Test links between groups of variables, e.g. "A=x1,x2;B=x3,x4" (granger only); unlisted variables are conditioned on but not shown.')] = None,
+    clusters: Annotated[Optional[str], typer.Option("--clusters", help='Test links between groups of variables, e.g. "A=x1,x2;B=x3,x4" (granger only: the default auto runs granger); unlisted variables are conditioned on but not shown.')] = None,
     dynamic_output: Annotated[Optional[str], typer.Option("--dynamic-output", help="--method dynamic: write the strength series to FILE (.h5/.hdf5 or .json).")] = None,
     output: OutputPath = None,
     report: ReportPath = None,
@@ -59,6 +61,7 @@ def discover_causal(
     if not data_files:
         raise UsageError("give DATA (a file, or '-' for stdin)")
     _check_dynamic_output(dynamic_output, method)
+    method = api.causal_method(method, clusters)
     cls = registry.get(method)
     hyper = cls.Params.parse(param or [])
     options = training.options(out)
@@ -78,6 +81,8 @@ def discover_causal(
             )
         finally:
             options.progress.close()
+    if "auto" in graph.extra:
+        out.info(f"auto chose {graph.extra['auto']['method']}: {graph.extra['auto']['reason']}")
     if "dynamic" in graph.extra:
         if dynamic_output:
             from dynid.causal.dynamic import write_strength_series
@@ -163,7 +168,9 @@ def _table(graph) -> str:  # type: ignore[no-untyped-def]
         (e for e in graph.edges if e.significant and not (e.undirected and e.source > e.target)),
         key=evidence_order,
     )
-    lines = [f"{graph.method}: {len(significant)} significant link(s) at alpha {graph.alpha:g} (max lag {graph.max_lag})"]
+    chosen = graph.extra.get("auto", {}).get("method")
+    name = f"{graph.method} ({chosen})" if chosen else graph.method
+    lines = [f"{name}: {len(significant)} significant link(s) at alpha {graph.alpha:g} (max lag {graph.max_lag})"]
     lines.append(f"{'source':>12}  {'target':<12} {'lag':>3}  {'strength':>9}  {'p (adj.)':>9}")
     for e in significant:
         p_text = f"{e.p_value:>9.2e}" if e.p_value == e.p_value else f"{'n/a':>9}"
