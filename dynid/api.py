@@ -594,7 +594,7 @@ def equations_document(model: Backend, seed: int | None = None) -> dict[str, Any
 
 def discover_causal(
     data: Dataset,
-    method: str = "granger",
+    method: str = "auto",
     params: Params = None,
     *,
     clusters: str | Mapping[str, Sequence[str]] | None = None,

@@ -64,6 +64,17 @@ def test_a_var_goes_to_granger():
     assert_same_graph(graph, discover(data, "granger", seed=0, max_lag=3))
 
 
+def test_the_python_default_is_auto_as_the_cli_s():
+    """``discover`` and ``api.discover_causal`` without a method run auto, as the command does."""
+    from dynid import api
+
+    data, _ = var_data()
+    direct = discover(data, "auto", seed=0, max_lag=3)
+    for graph in (discover(data, seed=0, max_lag=3), api.discover_causal(data, seed=0, max_lag=3)):
+        assert graph.method == "auto"
+        np.testing.assert_array_equal(graph.score_matrix, direct.score_matrix)
+
+
 def test_a_same_sample_mixture_goes_to_consensus():
     x, truth = mixed_graph()
     data = Dataset.from_arrays(x, variables=["C", "A", "D", "B"])

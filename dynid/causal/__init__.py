@@ -11,7 +11,7 @@ from dynid.causal.graph import CausalGraph, Edge
 from dynid.causal.granger import granger  # noqa: E402
 
 
-def discover(data, method: str = "granger", params=None, **settings):  # type: ignore[no-untyped-def]
+def discover(data, method: str = "auto", params=None, **settings):  # type: ignore[no-untyped-def]
     """Run ``--method`` ``method`` on ``data``; ``params``: ``["key=value", ...]`` or a
     hyperparameter dataclass; ``settings``: max_lag, alpha, correction, seed, device."""
     from dynid.causal import registry
