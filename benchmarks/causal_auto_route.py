@@ -13,9 +13,10 @@ seconds, and
   sindy_r2_min  smallest held-out R^2 of sindy's selected equations (``extra["validation_r2"]``)
   sindy_terms   largest number of terms an equation keeps
   libraries     the libraries chosen
-  inst_*        ``dynid.causal.auto.instantaneous`` per target: the share of the held-out error
-                of a VAR on every variable's lags 1..max_lag that the other variables' present
-                removes, its Diebold-Mariano z, the smallest Bonferroni p
+  inst_*        ``dynid.causal.auto.instantaneous`` per target, for its strongest source: the
+                share of the held-out error of a VAR on every variable's lags 1..max_lag that
+                the source's present removes, its Diebold-Mariano z; the smallest Bonferroni p
+                over the pairs
   lag0_gain, resid_r2, glag   ``causal_auto_study.statistics`` (the earlier study's)
   dep_max       crosspred's largest pair dependence
 
@@ -123,8 +124,10 @@ def measure(family: str, name: str, x: np.ndarray, truth: np.ndarray, dt: float,
     if "inst_z" in row:
         return row
     found = instantaneous(data, max_lag=5)
-    row["inst_share"] = None if found is None else [round(v, 4) for v in found.share]
-    row["inst_z"] = None if found is None else [round(v, 2) for v in found.z]
+    # Per target, its strongest same-sample source's share and z.
+    best = None if found is None else (np.argmax(found.z, axis=0), np.arange(x.shape[1]))
+    row["inst_share"] = None if found is None else [round(v, 4) for v in found.share[best]]
+    row["inst_z"] = None if found is None else [round(v, 2) for v in found.z[best]]
     row["inst_p_min"] = None if found is None else float(f"{found.p_value.min():.3g}")
     if "crosspred" in graphs:
         dep = np.where(np.eye(x.shape[1], dtype=bool), -np.inf, graphs["crosspred"].extra["dependence"])

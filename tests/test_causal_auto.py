@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from dynid.causal import discover
-from dynid.causal.auto import instantaneous, newey_west_variance
+from dynid.causal.auto import instantaneous, newey_west_variance, pairwise_held_out_residuals
 from dynid.data.dataset import Dataset
 from dynid.systems import simulate
 
@@ -87,23 +87,50 @@ def test_a_same_sample_mixture_goes_to_consensus():
 
 
 def test_instantaneous_dependence_of_known_cases():
-    # Independent innovations: the present adds nothing beyond the past (share ~ 0 held out, no
-    # test rejects).
+    # Independent innovations: no variable's present adds anything beyond the past (share ~ 0
+    # held out, no test rejects).
     rng = np.random.default_rng(3)
     noise = rng.standard_normal((2000, 3))
+    off = ~np.eye(3, dtype=bool)
     x = var_process([0.6 * np.eye(3)], noise)
     found = instantaneous(Dataset.from_arrays(x), 2)
-    assert np.all(np.abs(found.share) < 0.02) and found.p_value.min() > 0.05
-    # Innovations of 0 and 1 correlated at the same sample with rho: the other's present removes
-    # rho^2 of each one's innovation variance (the partial R^2 of a bivariate normal); 2 is
-    # independent of both.
+    assert np.all(np.abs(found.share[off]) < 0.02) and found.p_value.min() > 0.05
+    # Innovations of 0 and 1 correlated at the same sample with rho: each one's present removes
+    # rho^2 of the other's innovation variance (the partial R^2 of a bivariate normal); 2 is
+    # independent of both, and nothing removes any of its error or is removed by it.
     rho = 0.5
     mixed = noise.copy()
     mixed[:, 1] = rho * noise[:, 0] + np.sqrt(1 - rho**2) * noise[:, 1]
     found = instantaneous(Dataset.from_arrays(var_process([0.6 * np.eye(3)], mixed)), 2)
-    np.testing.assert_allclose(found.share[:2], rho**2, atol=0.04)
-    assert found.p_value[:2].max() < 1e-6 and found.p_value[2] > 0.05
-    assert abs(found.share[2]) < 0.02
+    np.testing.assert_allclose([found.share[0, 1], found.share[1, 0]], rho**2, atol=0.04)
+    assert max(found.p_value[0, 1], found.p_value[1, 0]) < 1e-6
+    unrelated = [(0, 2), (1, 2), (2, 0), (2, 1)]
+    assert min(found.p_value[pair] for pair in unrelated) > 0.05
+    assert max(abs(found.share[pair]) for pair in unrelated) < 0.02
+
+
+def test_pairwise_residuals_equal_a_fit_with_the_source_as_a_column():
+    # The Schur-complement update against refitting each (source, target) pair from scratch:
+    # the design plus the source's column, standardized, ridge on all but the intercept.
+    rng = np.random.default_rng(5)
+    design = rng.standard_normal((300, 6)) * [1, 2, 3, 0.5, 1, 4] + 3.0
+    y = design[:, :3] @ rng.standard_normal((3, 4)) + rng.standard_normal((300, 4))
+    without, paired = pairwise_held_out_residuals(design, y)
+    ridge = 1e-3
+    for i in range(4):
+        columns = np.column_stack([design, y[:, i]])
+        a = np.column_stack([np.ones(300), (columns - columns.mean(0)) / columns.std(0)])
+        penalty = np.diag([0.0] + [1.0] * (a.shape[1] - 1))
+        for lo, hi in ((0, 60), (60, 120), (120, 180), (180, 240), (240, 300)):
+            train = np.r_[0:max(lo - 20, 0), min(hi + 20, 300):300]
+            coef = np.linalg.solve(a[train].T @ a[train] + ridge * len(train) * penalty,
+                                   a[train].T @ y[train])
+            np.testing.assert_allclose(paired[i, lo:hi], y[lo:hi] - a[lo:hi] @ coef, atol=1e-9)
+            if i == 0:  # the design alone: the column left out
+                base = np.delete(a, -1, axis=1)
+                coef = np.linalg.solve(base[train].T @ base[train]
+                                       + ridge * len(train) * penalty[:-1, :-1], base[train].T @ y[train])
+                np.testing.assert_allclose(without[lo:hi], y[lo:hi] - base[lo:hi] @ coef, atol=1e-9)
 
 
 def test_newey_west_variance_against_hand_computed_values():
