@@ -30,6 +30,13 @@ def _uniform(shape: tuple[int, ...], fan_in: int, generator: torch.Generator) ->
     return (torch.rand(shape, generator=generator) * 2.0 - 1.0) * bound
 
 
+def _spectral_norms(matrices: torch.Tensor) -> torch.Tensor:
+    """The largest singular values (...) of matrices (..., M, M), as the square root of the
+    largest eigenvalue of J^T J: a third of the CPU of an SVD per matrix, and the same to
+    float rounding (measured: 4e-7 relative in float32)."""
+    return torch.linalg.eigvalsh(matrices.mT @ matrices)[..., -1].clamp_min(0.0).sqrt()
+
+
 class LatentCell(nn.Module):
     """What both cells share: the diagonal ``A`` (M,) and the input weights ``C`` (M, m)."""
 
@@ -80,7 +87,7 @@ class LatentCell(nn.Module):
 
     def region_norms(self, states: torch.Tensor) -> torch.Tensor:
         """The spectral norms |J| (...) of the Jacobians at states (..., M)."""
-        return torch.linalg.matrix_norm(self.jacobian(states), ord=2)
+        return _spectral_norms(self.jacobian(states))
 
 
 class ShallowPLRNN(LatentCell):
@@ -115,8 +122,12 @@ class ShallowPLRNN(LatentCell):
         return step
 
     def slopes(self, z: torch.Tensor) -> torch.Tensor:
+        # 1[w2z > -h2] - 1[w2z > 0] is nonzero exactly where the two tests differ, and then
+        # has the sign of h2: half the operations on (B T, H) arrays of the difference of two
+        # converted masks.
         w2z = z @ self.W2.T
-        return (w2z > -self.h2).to(z.dtype) - (w2z > 0).to(z.dtype)
+        h2 = self.h2.detach()
+        return torch.logical_xor(w2z > -h2, w2z > 0) * torch.sign(h2)
 
     def region_jacobian(self, slopes: torch.Tensor) -> torch.Tensor:
         # (W1 diag(s) W2)_mk = sum_h s_h W1_mh W2_hk: one product of the slopes with the
@@ -191,8 +202,7 @@ class ALRNN(LatentCell):
         # were 60 % of a training batch of the defaults at M = 20).
         slopes = self.slopes(states)
         regions, which = torch.unique(slopes.reshape(-1, self.pwl), dim=0, return_inverse=True)
-        norms = torch.linalg.matrix_norm(self.region_jacobian(regions), ord=2)
-        return norms[which].reshape(slopes.shape[:-1])
+        return _spectral_norms(self.region_jacobian(regions))[which].reshape(slopes.shape[:-1])
 
     def pullback(self, states: torch.Tensor) -> Callable[[int, torch.Tensor], torch.Tensor]:
         # v J_t = v * A + (v W) * dphi/dz(z_t): one (B, M) product a step, no (B, T, M, M)
