@@ -200,8 +200,16 @@ class ALRNN(LatentCell):
         # One Jacobian per subregion, and a batch visits at most 2^P of them: each distinct
         # subregion's norm is computed once, not one SVD of an M x M matrix per state (those
         # were 60 % of a training batch of the defaults at M = 20).
+        # The subregions are found as the integers the P slope bits spell: a 1-D unique, where
+        # one over (B T, P) rows sorts rows (60 times the CPU); P > 62 bits would overflow.
         slopes = self.slopes(states)
-        regions, which = torch.unique(slopes.reshape(-1, self.pwl), dim=0, return_inverse=True)
+        rows = slopes.reshape(-1, self.pwl)
+        if self.pwl > 62:
+            regions, which = torch.unique(rows, dim=0, return_inverse=True)
+        else:
+            bits = torch.arange(self.pwl, device=rows.device)
+            codes, which = torch.unique((rows.long() << bits).sum(-1), return_inverse=True)
+            regions = ((codes[:, None] >> bits) & 1).to(rows.dtype)
         return _spectral_norms(self.region_jacobian(regions))[which].reshape(slopes.shape[:-1])
 
     def pullback(self, states: torch.Tensor) -> Callable[[int, torch.Tensor], torch.Tensor]:
