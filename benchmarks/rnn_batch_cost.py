@@ -9,6 +9,8 @@ reference`` (the AL-RNN reference code's Lorenz recipe: alpha 1, forcing every 1
 16 windows of 200 steps, noise 0.05).
 
     python benchmarks/rnn_batch_cost.py --models plrnn,alrnn [--recipe reference] [--profile]
+
+One JSON line per model on stdout (``-o FILE`` also appends them to FILE).
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ from __future__ import annotations
 import argparse
 import cProfile
 import json
+import os
 import pstats
 import statistics
 import time
@@ -68,6 +71,7 @@ def main() -> None:
     parser.add_argument("--batches", type=int, default=50)
     parser.add_argument("--repeats", type=int, default=5)
     parser.add_argument("--profile", action="store_true")
+    parser.add_argument("-o", "--output", help="append the JSON lines to this file")
     args = parser.parse_args()
     torch.set_num_threads(1)
     for model in args.models.split(","):
@@ -78,10 +82,14 @@ def main() -> None:
             cpu = time.process_time()
             training.train_step(epoch)
             per_batch.append(1e3 * (time.process_time() - cpu) / args.batches)
-        print(json.dumps({"model": model, "recipe": args.recipe, "torch": torch.__version__,
-                          "cpu_ms_per_batch": [round(v, 2) for v in per_batch],
-                          "median_cpu_ms_per_batch": round(statistics.median(per_batch), 2),
-                          "alpha": training.alpha}), flush=True)
+        line = json.dumps({"model": model, "recipe": args.recipe, "torch": torch.__version__,
+                           "cpu_ms_per_batch": [round(v, 2) for v in per_batch],
+                           "median_cpu_ms_per_batch": round(statistics.median(per_batch), 2),
+                           "load_average": os.getloadavg(), "alpha": training.alpha})
+        print(line, flush=True)
+        if args.output:
+            with open(args.output, "a") as out:
+                out.write(line + "\n")
         if args.profile:
             profile = cProfile.Profile()
             profile.enable()

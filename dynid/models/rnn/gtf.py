@@ -55,8 +55,9 @@ run, diverged ones among themselves by the 20-step error below (the fallback). B
 the score is infinite: no choice is made where nothing was measured. A 20-step error alone
 cannot choose: a model that diverges after 1000 steps, or collapses to a fixed point after 100,
 passes it. Cost: one batch of ``FREE_RUN_STARTS`` free runs of the record's length per check
-and the two measures: 0.45 CPU s (plrnn, M 3, H 100) and 0.5-0.7 s (alrnn, M 20) on 9000
-Lorenz-63 samples, against 2.2-2.7 s an epoch of the defaults: 4-5 % at ``geometry_every`` 5.
+and the two measures: 0.12 CPU s (plrnn, M 3, H 100) and 0.1 s (alrnn, M 20) on 9000
+Lorenz-63 samples, against 1.1 s and 0.46 s an epoch of the defaults (round 9, under load):
+2-4 % at ``geometry_every`` 5.
 
 The 20-step error (the paper's PE(20)): the mean squared error of 20-step free runs started,
 after the same warm-up, at evenly spaced points of the held-out blocks. A teacher-forced loss
