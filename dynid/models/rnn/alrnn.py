@@ -7,9 +7,11 @@ with only P of the M units piecewise linear, so the model is linear inside each 
 subregions. Trained by GTF like ``plrnn``. The reference code (DurstewitzLab/ALRNN-DSR) trains
 Lorenz-63 by sparse teacher forcing instead, ``-p alpha=1 -p forcing_interval=16 -p sequence=200
 -p batch=16 -p lr=1e-3 -p lr_end=1e-5 -p noise=0.05 -p regularisation=0``, for 100,000 batches
-(``-p epochs=2000 -p batches=50``); that model reaches D_stsp ~3, D_H ~0.15 on Lorenz-63, and
-neither recipe reconstructs the attractor in the few thousand batches of a 5-minute fit
-(benchmarks/README.md, "alrnn against its reference code").
+(``-p epochs=2000 -p batches=50``); that model reaches D_stsp ~3, D_H ~0.15 on Lorenz-63. A
+5-minute fit affords 40,000 of those batches (``-p epochs=800 -p geometry_every=20``), which
+reached that quality on one of two Lorenz-63 records and not on the other; the defaults with
+as many batches did not improve (benchmarks/README.md, "alrnn against its reference code" and
+"training throughput (round 9)").
 
 The fit reports, in the model file's metrics (``dynid info``), the subregions the data and a
 free run visit and the free run's symbolic coding: the sequence of subregions, each named by

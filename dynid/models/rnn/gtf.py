@@ -25,9 +25,9 @@ half-life of ``HALF_LIFE`` of the training's alpha updates (``decay_rate``).
 
 Where dynid differs from the reference code (DurstewitzLab/GTF-shPLRNN), and why:
 - N^ is computed from the Jacobians at the forced states z~_{t-1} of the batch, the products
-  the gradient is actually carried through (``gtf_gradients`` has them anyway); the reference
-  evaluates them at the forcing signals. With every latent observed the two differ by
-  (1 - alpha) times the one-step error.
+  the gradient is actually carried through (``gtf_gradients`` returns those states); the
+  reference evaluates them at the forcing signals. With every latent observed the two differ
+  by (1 - alpha) times the one-step error.
 - Only the observed latents are forced (the reference's ``partial_forcing``). Its default with
   the identity read-out forces the unobserved ones too, towards the read-out's pseudo-inverse,
   which is 0 there: a pull to 0 of strength alpha that a free run does not have. Here they
@@ -55,8 +55,9 @@ run, diverged ones among themselves by the 20-step error below (the fallback). B
 the score is infinite: no choice is made where nothing was measured. A 20-step error alone
 cannot choose: a model that diverges after 1000 steps, or collapses to a fixed point after 100,
 passes it. Cost: one batch of ``FREE_RUN_STARTS`` free runs of the record's length per check
-and the two measures: 0.45 CPU s (plrnn, M 3, H 100) and 0.5-0.7 s (alrnn, M 20) on 9000
-Lorenz-63 samples, against 2.2-2.7 s an epoch of the defaults: 4-5 % at ``geometry_every`` 5.
+and the two measures: 0.12 CPU s (plrnn, M 3, H 100) and 0.1 s (alrnn, M 20) on 9000
+Lorenz-63 samples, against 1.1 s and 0.46 s an epoch of the defaults (round 9, under load):
+2-4 % at ``geometry_every`` 5.
 
 The 20-step error (the paper's PE(20)): the mean squared error of 20-step free runs started,
 after the same warm-up, at evenly spaced points of the held-out blocks. A teacher-forced loss
@@ -196,7 +197,7 @@ def forcing_weights(cell: LatentCell, n: int, alpha: float, steps: int, interval
 
 def gtf_gradients(cell: LatentCell, z: torch.Tensor, x: torch.Tensor, u: torch.Tensor,
                   forcing: torch.Tensor, alpha: float, interval: int
-                  ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+                  ) -> tuple[torch.Tensor, torch.Tensor]:
     """The GTF loss of one batch, its gradient accumulated into the cell's ``.grad``, without
     autograd through time.
 
@@ -207,22 +208,23 @@ def gtf_gradients(cell: LatentCell, z: torch.Tensor, x: torch.Tensor, u: torch.T
     Why by hand: autograd through a loop of T steps records ~10 tiny operations a step, and
     their per-operation overhead, not arithmetic, is the cost at M = 3. Both cells are
     piecewise linear, so the loss's gradient with respect to the state is carried backwards
-    exactly by their Jacobians J_t = dz_t / dz~_{t-1} (one batched call after the forward
-    run): dL/dz_t = (z_t - x_t) 2 / (B T N) + (1 - w_t) dL/dz~_t and dL/dz~_{t-1} =
-    (dL/dz_t) J_t, two small products a step. The weights' gradient is then one batched
-    backward pass of a single step from all the states z~_{t-1} at once with the adjoints
-    dL/dz_t (the step's parameters enter each step the same way).
+    exactly by their Jacobians J_t = dz_t / dz~_{t-1} (``LatentCell.pullback``, set up once
+    after the forward run): dL/dz_t = (z_t - x_t) 2 / (B T N) + (1 - w_t) dL/dz~_t and
+    dL/dz~_{t-1} = (dL/dz_t) J_t, a few small operations a step. The weights' gradient is then
+    one batched backward pass of a single step from all the states z~_{t-1} at once with the
+    adjoints dL/dz_t (the step's parameters enter each step the same way).
 
-    Returns (loss (), forced states z~_t (B, T, M), Jacobians J_t (B, T, M, M)), t = 1..T.
+    Returns (loss (), the states z~_{t-1} (B, T, M) the T steps started from, t = 1..T: z and
+    the forced states; their Jacobians carried the gradient).
     """
     import torch
 
     steps, n = x.shape[1] - 1, x.shape[-1]
     with torch.no_grad():
-        previous = torch.cat([z[:, None], rollout(cell, z, steps, u, forcing, alpha,
+        previous = torch.cat([z[:, None], rollout(cell, z, steps - 1, u, forcing, alpha,
                                                   interval)[1]], dim=1)
     # The predictions z_t again, from all z~_{t-1} at once, now recording for the weights.
-    inputs = previous[:, :-1].reshape(-1, cell.latent)
+    inputs = previous.reshape(-1, cell.latent)
     drive = cell.drive(u[:, :steps].reshape(inputs.shape[0], -1))
     predictions = cell.stepper()(inputs)
     if drive is not None:
@@ -231,17 +233,18 @@ def gtf_gradients(cell: LatentCell, z: torch.Tensor, x: torch.Tensor, u: torch.T
     error = predictions.detach()[..., :n] - x[:, 1:]
     loss = torch.mean(error ** 2)
     with torch.no_grad():
-        direct = torch.nn.functional.pad(error * (2.0 / error.numel()), (0, cell.latent - n))
-        jacobians = cell.jacobian(previous[:, :-1])  # (B, T, M, M)
-        keep = 1.0 - forcing_weights(cell, n, alpha, steps, interval, z)  # (T, M)
-        adjoints = torch.empty_like(direct)
+        direct = torch.nn.functional.pad(error * (2.0 / error.numel()),
+                                         (0, cell.latent - n)).unbind(1)
+        pull = cell.pullback(previous)
+        keep = (1.0 - forcing_weights(cell, n, alpha, steps, interval, z)).unbind(0)  # (M,) each
+        adjoints: list[torch.Tensor] = [z] * steps
         carried = torch.zeros_like(z)  # dL/dz~_t, nothing after the last step
         for t in range(steps - 1, -1, -1):
-            adjoint = torch.addcmul(direct[:, t], keep[t], carried)
-            adjoints[:, t] = adjoint
-            carried = torch.bmm(adjoint[:, None], jacobians[:, t])[:, 0]
-    predictions.backward(adjoints)
-    return loss, previous[:, 1:], jacobians
+            adjoints[t] = torch.addcmul(direct[t], keep[t], carried)
+            if t:
+                carried = pull(t, adjoints[t])
+    predictions.backward(torch.stack(adjoints, dim=1))
+    return loss, previous
 
 
 def teacher_forced(cell: LatentCell, d: torch.Tensor, u: torch.Tensor) -> torch.Tensor:
@@ -260,13 +263,14 @@ def infer_state(cell: LatentCell, d: torch.Tensor, u: torch.Tensor) -> torch.Ten
     return teacher_forced(cell, d, u)[:, -1]
 
 
-def estimate_alpha(jacobians: torch.Tensor, interval: int) -> float:
-    """alpha* = max(0, 1 - N^(-interval)) from the Jacobians (B, T, M, M) along the batch's
-    windows, N^ the largest over windows of the geometric mean of their spectral norms."""
+def estimate_alpha(cell: LatentCell, states: torch.Tensor, interval: int) -> float:
+    """alpha* = max(0, 1 - N^(-interval)) from the Jacobians at the states (B, T, M) along the
+    batch's windows, N^ the largest over windows of the geometric mean of their spectral
+    norms (``LatentCell.region_norms``)."""
     import torch
 
     with torch.no_grad():
-        norms = torch.linalg.matrix_norm(jacobians, ord=2)  # (B, T)
+        norms = cell.region_norms(states)  # (B, T)
         growth = float(torch.exp(torch.log(norms.clamp_min(1e-12)).mean(dim=1)).max())
     return max(0.0, 1.0 - growth ** -interval)
 
@@ -370,7 +374,7 @@ class GTFTraining:
         progress = (epoch - 1) / max(s.epochs - 1, 1)
         for group in self.optimiser.param_groups:
             group["lr"] = s.lr * (s.lr_end / s.lr) ** progress
-        total = 0.0
+        losses = []
         for _ in range(s.batches):
             x, d, u = self.train.windows(self._sample(), self.window)
             if s.noise > 0:
@@ -380,19 +384,22 @@ class GTFTraining:
                 z = infer_state(self.cell, d[:, : s.warmup + 1], u)
             x, d, u = x[:, s.warmup:], d[:, s.warmup:], u[:, s.warmup:]
             self.optimiser.zero_grad()
-            loss, _, jacobians = gtf_gradients(self.cell, z, x, u, d, self.alpha, s.interval)
-            penalty = s.regularisation * sum(torch.sum(w ** 2) for w in self.coupling)
-            penalty.backward()
+            loss, states = gtf_gradients(self.cell, z, x, u, d, self.alpha, s.interval)
+            if s.regularisation:
+                with torch.no_grad():  # the L2 penalty's gradient, 2 lambda w: no autograd
+                    for w in self.coupling:
+                        w.grad.add_(w, alpha=2.0 * s.regularisation)
             self.optimiser.step()
             self.batches_done += 1
             if s.alpha is None and self.batches_done % ALPHA_EVERY == 0:
                 # The Jacobians the gradient just passed through (the forced states'), so the
                 # bound is on the products backpropagation multiplies.
-                estimate = estimate_alpha(jacobians, s.interval)
+                estimate = estimate_alpha(self.cell, states, s.interval)
                 self.alpha = (estimate if estimate > self.alpha
                               else self.gamma * self.alpha + (1.0 - self.gamma) * estimate)
-            total += loss.item()
-        return TrainingStep(total / s.batches)
+            losses.append(loss)
+        # One read of the losses per epoch, not a device synchronisation per batch.
+        return TrainingStep(float(torch.stack(losses).mean()))
 
     def validation_loss(self) -> float | None:
         """The model choice's score (``FreeRunCheck.score``) every ``geometry_every`` epochs
