@@ -9,7 +9,9 @@ group's own 1-D columns beside subgroups of metadata are its data (a note names 
 variables of the same names) the file has two plausible readings, and it is refused with the
 two selectors that read one each (``file.h5:/`` and ``file.h5:/data``). Attributes
 ``dt``, ``t0`` (and ``time_unit``) on a dataset or its group give the time axis when no time
-column does.
+column does. MATLAB v7.3 files are first put into this layout (``dynid.data.matlab_hdf5``);
+netCDF-4 files are in it already (variables on one dimension are 1-D columns, the time
+coordinate a ``time``/``t`` dataset).
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ import re
 
 import numpy as np
 
+from dynid.data.matlab_hdf5 import is_matlab, normalised
 from dynid.data.pandas_hdf5 import is_pandas_group, read_pandas_group
 from dynid.data.table import Table, check_unique_names
 from dynid.data.times import AUTO_TIME_NAMES, is_time_name, parse_iso_datetimes, split_unit
@@ -36,14 +39,26 @@ def read_hdf5(path: str, inner: str | None, wanted: set[str] | None) -> list[Tab
         handle = h5py.File(path, "r")
     except OSError as exc:
         raise DataError(f"{path}: not a readable HDF5 file ({exc})") from None
+    notes: list[str] = []
     with handle:
-        node_path = inner or "/"
         try:
-            if node_path not in handle:
-                raise DataError(f"{path}: no dataset or group {node_path!r} inside")
-            return _collect_trials(path, handle[node_path], wanted, named=inner is not None)
+            if is_matlab(handle):
+                copy, notes = normalised(handle, path)
+                with copy:
+                    tables = _read_node(path, copy, inner, wanted)
+            else:
+                tables = _read_node(path, handle, inner, wanted)
         except (OSError, RuntimeError, KeyError, ValueError, TypeError) as exc:  # HDF5 on damaged structures
             raise DataError(f"{path}: cannot read ({str(exc)[:120]})") from None
+    tables[0].notes.extend(notes)
+    return tables
+
+
+def _read_node(path: str, handle, inner: str | None, wanted: set[str] | None) -> list[Table]:  # type: ignore[no-untyped-def]
+    node_path = inner or "/"
+    if node_path not in handle:
+        raise DataError(f"{path}: no dataset or group {node_path!r} inside")
+    return _collect_trials(path, handle[node_path], wanted, named=inner is not None)
 
 
 def _collect_trials(path: str, node, wanted: set[str] | None, named: bool = False) -> list[Table]:  # type: ignore[no-untyped-def]

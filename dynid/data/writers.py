@@ -7,12 +7,13 @@ from typing import Optional
 import numpy as np
 
 from dynid.atomic import atomic_path, write_text
-from dynid.data.readers import is_hdf5
+from dynid.data.readers import HDF5_SUFFIXES
 
 
 def is_hdf5_target(target: str) -> bool:
-    """Whether ``write_table`` writes HDF5 (not CSV) to ``target``."""
-    return target != "-" and is_hdf5(target)
+    """Whether ``write_table`` writes HDF5 (not CSV) to ``target``: by its suffix alone (not
+    the HDF5 family's: a ``.mat`` or ``.nc`` written so would not be what its name says)."""
+    return target.lower().endswith(HDF5_SUFFIXES)
 
 
 def write_table(

@@ -1,0 +1,226 @@
+"""HDF5 under other names: recognised by its signature, MATLAB v7.3 and netCDF-4 files.
+
+Files are built as their programs write them. MATLAB cannot run here: the v7.3 files are made
+with h5py in the layout MathWorks documents ("MAT-File Versions"; HDF5 with a 512-byte user
+block starting "MATLAB 7.3 MAT-file") and that h5py shows for files MATLAB wrote: variables
+stored column-major (an n x 3 matrix as (3, n), a column vector as (1, n)), the attribute
+``MATLAB_class``, cells as references into ``#refs#``. netCDF-4 files are written by h5netcdf
+and, for its layout alone, by h5py (dimension scales, ``DIMENSION_LIST``, ``_Netcdf4Dimid``).
+"""
+
+import h5py
+import numpy as np
+import pytest
+
+from dynid.data import load
+from dynid.data.readers import has_hdf5_signature, is_hdf5
+from dynid.data.writers import is_hdf5_target
+from dynid.errors import DataError
+
+N = 50
+DT = 0.1
+T = 2.0 + np.arange(N) * DT
+X = np.column_stack([np.sin(T), np.cos(T), 0.5 * T])
+
+
+def _plain_hdf5(path, userblock_size=0):
+    with h5py.File(path, "w", userblock_size=userblock_size) as handle:
+        handle["t"] = T
+        handle["data"] = X
+        handle["data"].attrs["columns"] = ["a", "b", "c"]
+
+
+@pytest.mark.parametrize("name", ["d.hdf", "d.he5", "d.bin", "d", "d.dat", "d.H5"])
+@pytest.mark.parametrize("userblock", [0, 512, 1024, 4096])
+def test_hdf5_is_recognised_by_its_signature_under_any_name(tmp_path, name, userblock):
+    path = tmp_path / name
+    _plain_hdf5(path, userblock)
+    assert has_hdf5_signature(str(path)) and is_hdf5(str(path))
+    data = load(str(path))
+    assert data.variables == ("a", "b", "c")
+    np.testing.assert_array_equal(data.trials[0].t, T)
+    np.testing.assert_array_equal(data.trials[0].x, X)
+
+
+def test_text_is_not_taken_for_hdf5_and_text_suffixes_are_not_looked_into(tmp_path):
+    text = tmp_path / "d.dat"
+    text.write_text("t,x\n0,1\n1,2\n2,4\n")
+    assert not has_hdf5_signature(str(text)) and not is_hdf5(str(text))
+    assert load(str(text)).variables == ("x",)
+    # A text suffix is text even when the bytes are HDF5 (an error from the CSV reader, not h5py).
+    disguised = tmp_path / "d.csv"
+    _plain_hdf5(disguised)
+    assert not is_hdf5(str(disguised))
+    # Signatures count only at 0, 512, 1024, ...: one elsewhere is text's business.
+    shifted = tmp_path / "shifted"
+    shifted.write_bytes(b"x" * 100 + b"\x89HDF\r\n\x1a\n" + b"\0" * 2000)
+    assert not has_hdf5_signature(str(shifted))
+    assert not is_hdf5("-")
+
+
+def test_written_hdf5_is_chosen_by_h5_suffixes_only():
+    assert is_hdf5_target("out.h5") and is_hdf5_target("OUT.HDF5")
+    assert not is_hdf5_target("out.mat") and not is_hdf5_target("out.nc") and not is_hdf5_target("-")
+
+
+# ---------------------------------------------------------------------------------- MATLAB v7.3
+MATLAB_HEADER = b"MATLAB 7.3 MAT-file, Platform: GLNXA64, Created on: Wed Dec  2 12:00:00 2026 HDF5 schema 1.00 ."
+
+
+def _matlab_file(path, variables, structs=None):
+    """A v7.3 MAT-file as MATLAB writes it: ``variables`` are MATLAB arrays (numpy, in MATLAB's
+    shape: n x 1 for a column vector), stored transposed with ``MATLAB_class``; a cell of two
+    vectors in ``#refs#`` (as long as the data: read, it would be a rival trial), a char array
+    and an empty array beside them; ``structs``: name -> {field: array}."""
+    with h5py.File(path, "w", userblock_size=512) as handle:
+        for name, value in variables.items():
+            _matlab_dataset(handle, name, value)
+        for name, fields in (structs or {}).items():
+            group = handle.create_group(name)
+            group.attrs["MATLAB_class"] = np.bytes_("struct")
+            for field, value in fields.items():
+                _matlab_dataset(group, field, value)
+        refs = handle.create_group("#refs#")
+        cell_items = []
+        for key, value in (("a", np.arange(N, dtype=float)), ("b", np.ones(N))):
+            _matlab_dataset(refs, key, value.reshape(-1, 1))
+            cell_items.append(refs[key].ref)
+        cell = handle.create_dataset("notes", data=np.array(cell_items, dtype=h5py.ref_dtype).reshape(2, 1))
+        cell.attrs["MATLAB_class"] = np.bytes_("cell")
+        label = handle.create_dataset("label", data=np.frombuffer("pump 3".encode("utf-16-le"), "<u2").reshape(-1, 1))
+        label.attrs["MATLAB_class"] = np.bytes_("char")
+        label.attrs["MATLAB_int_decode"] = np.int32(2)
+        empty = handle.create_dataset("unused", data=np.array([0, 0], dtype=np.uint64))
+        empty.attrs["MATLAB_class"] = np.bytes_("double")
+        empty.attrs["MATLAB_empty"] = np.uint8(1)
+    with open(path, "r+b") as raw:  # the user block: MATLAB's text header, then its version bytes
+        raw.write(MATLAB_HEADER.ljust(116, b" ") + b"\0" * 8 + b"\x00\x02IM")
+
+
+def _matlab_dataset(group, name, value):
+    group[name] = np.asarray(value).T  # MATLAB is column-major: h5py sees the transpose
+    group[name].attrs["MATLAB_class"] = np.bytes_("double")
+
+
+def test_matlab_matrix_and_time_vector(tmp_path):
+    """save('d.mat', 't', 'X', '-v7.3') with X n x 3 and t n x 1: X is stored (3, n)."""
+    path = tmp_path / "d.mat"
+    _matlab_file(path, {"t": T.reshape(-1, 1), "X": X})
+    with h5py.File(path, "r") as handle:
+        assert handle["X"].shape == (3, N) and handle["t"].shape == (1, N) and handle.userblock_size == 512
+    data = load(str(path))
+    assert data.variables == ("x0", "x1", "x2") and data.n_samples == N
+    np.testing.assert_array_equal(data.trials[0].t, T)
+    np.testing.assert_array_equal(data.trials[0].x, X)
+    notes = " ".join(data.notes)
+    assert "/label" in notes and "/notes" in notes and "/unused" in notes  # named, not read
+
+
+def test_matlab_column_vectors_are_columns_and_refs_are_ignored(tmp_path):
+    path = tmp_path / "d.mat"
+    _matlab_file(path, {"time": T.reshape(-1, 1), "x": X[:, :1], "y": X[:, 1:2]})
+    data = load(str(path))
+    assert data.variables == ("x", "y")
+    np.testing.assert_array_equal(data.trials[0].t, T)
+    np.testing.assert_array_equal(data.trials[0].x, X[:, :2])
+
+
+def test_matlab_row_vectors_and_a_scalar_dt(tmp_path):
+    """Row vectors (1 x n, stored (n, 1)) are columns too; a scalar dt times them."""
+    path = tmp_path / "d.mat"
+    _matlab_file(path, {"x": X[:, 0].reshape(1, -1), "y": X[:, 1].reshape(1, -1), "dt": np.array([[DT]])})
+    data = load(str(path))
+    assert data.variables == ("x", "y") and data.dt == pytest.approx(DT)
+    np.testing.assert_allclose(data.trials[0].t, np.arange(N) * DT)
+    np.testing.assert_array_equal(data.trials[0].x, X[:, :2])
+
+
+def test_matlab_matrix_of_variables_by_samples_is_turned_with_a_note(tmp_path):
+    """X' (3 x n, stored (n, 3)): the samples are the longer axis."""
+    path = tmp_path / "d.mat"
+    _matlab_file(path, {"t": T.reshape(1, -1), "X": X.T})
+    data = load(str(path))
+    np.testing.assert_array_equal(data.trials[0].x, X)
+    np.testing.assert_array_equal(data.trials[0].t, T)
+    assert any("/X" in note and "longer axis" in note for note in data.notes)
+
+
+def test_matlab_struct_fields_are_columns(tmp_path):
+    path = tmp_path / "d.mat"
+    _matlab_file(path, {}, structs={"run": {"t": T.reshape(-1, 1), "u": X[:, :1], "v": X[:, 2:3]}})
+    data = load(str(path))
+    assert data.variables == ("u", "v")
+    np.testing.assert_array_equal(data.trials[0].t, T)
+    np.testing.assert_array_equal(data.trials[0].x, X[:, [0, 2]])
+    inner = load(f"{path}:/run")
+    np.testing.assert_array_equal(inner.trials[0].x, X[:, [0, 2]])
+
+
+def test_matlab_v5_file_is_refused_with_one_line(tmp_path, cli):
+    scipy_io = pytest.importorskip("scipy.io")
+    path = tmp_path / "d.mat"
+    scipy_io.savemat(str(path), {"t": T.reshape(-1, 1), "X": X})  # MATLAB 5.0 MAT-file
+    with pytest.raises(DataError, match="-v7.3"):
+        load(str(path))
+    result = cli("discover-causal", path, "--method", "granger")
+    assert result.returncode == 3 and result.stdout == b""
+    lines = result.stderr.decode().strip().splitlines()
+    assert len(lines) == 1 and "-v7.3" in lines[0] and "CSV" in lines[0] and str(path) in lines[0]
+
+
+def test_damaged_file_with_an_hdf5_suffix_is_refused(tmp_path, cli):
+    path = tmp_path / "d.nc"
+    path.write_bytes(b"not netcdf at all\n" * 10)
+    with pytest.raises(DataError, match="not a readable HDF5 file"):
+        load(str(path))
+
+
+# ------------------------------------------------------------------------------------- netCDF-4
+def _netcdf_by_h5netcdf(path):
+    h5netcdf = pytest.importorskip("h5netcdf")
+    with h5netcdf.File(path, "w") as handle:
+        handle.attrs["title"] = "pump test"
+        handle.dimensions = {"time": N}
+        time = handle.create_variable("time", ("time",), float)
+        time[:] = T
+        time.attrs["units"] = "s"
+        for index, name in enumerate(("x", "y")):
+            handle.create_variable(name, ("time",), float)[:] = X[:, index]
+
+
+def _netcdf_by_h5py(path):
+    """The layout netCDF4-python writes: the coordinate variable 'time' a dimension scale with
+    ``_Netcdf4Dimid``, each variable attached to it (``DIMENSION_LIST``)."""
+    with h5py.File(path, "w", track_order=True) as handle:
+        handle.attrs["_NCProperties"] = np.bytes_("version=2,netcdf=4.9.2,hdf5=1.14.3")
+        time = handle.create_dataset("time", data=T)
+        time.make_scale("time")
+        time.attrs["_Netcdf4Dimid"] = np.int32(0)
+        for index, name in enumerate(("x", "y")):
+            handle[name] = X[:, index]
+            handle[name].dims[0].attach_scale(time)
+
+
+@pytest.mark.parametrize("write", [_netcdf_by_h5netcdf, _netcdf_by_h5py])
+@pytest.mark.parametrize("suffix", [".nc", ".nc4", ".cdf"])
+def test_netcdf4_time_coordinate_is_the_time(tmp_path, write, suffix):
+    path = tmp_path / f"d{suffix}"
+    write(path)
+    with h5py.File(path, "r") as handle:
+        assert "DIMENSION_LIST" in handle["x"].attrs
+    data = load(str(path))
+    assert data.variables == ("x", "y")
+    np.testing.assert_array_equal(data.trials[0].t, T)
+    np.testing.assert_array_equal(data.trials[0].x, X[:, :2])
+
+
+def test_netcdf3_file_is_refused_with_one_line(tmp_path, cli):
+    scipy_io = pytest.importorskip("scipy.io")
+    path = tmp_path / "d.nc"
+    with scipy_io.netcdf_file(str(path), "w") as handle:  # classic format: "CDF\x01"
+        handle.createDimension("time", N)
+        handle.createVariable("x", "d", ("time",))[:] = X[:, 0]
+    result = cli("discover-causal", path, "--method", "granger")
+    assert result.returncode == 3
+    lines = result.stderr.decode().strip().splitlines()
+    assert len(lines) == 1 and "netCDF-3" in lines[0]
