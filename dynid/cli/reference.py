@@ -34,8 +34,11 @@ _DATA = """\
 ## Data
 
 Every command that reads data takes `DATA`: a path to `.csv` or `.tsv` (optionally `.gz`),
-`.h5`/`.hdf5` (optionally `file.h5:/path` naming a dataset or group inside), or `-` for CSV on
-stdin.
+an HDF5 file (optionally `file.h5:/path` naming a dataset or group inside), or `-` for CSV on
+stdin. HDF5 is recognised by its signature (also after a user block) under any name but a text
+one (`.csv`, `.tsv`, `.tab`, `.txt`, `.gz`), and by the suffixes `.h5`, `.hdf5`, `.hdf`, `.he5`,
+netCDF-4 `.nc`/`.nc4`/`.cdf` and MATLAB v7.3 `.mat` (these also take `:/path`). A `.mat` saved
+by MATLAB before v7.3 or a netCDF-3 `.nc` is refused (exit 3) with how to convert it.
 
 - CSV: one row per sample. The time column is `--time-column NAME`, else a column named `t` or
   `time` if present, else the one date-time column (ISO-8601, or day-first dotted `31.12.2024
@@ -52,6 +55,12 @@ stdin.
   group that holds series too (as many samples, or variables of the same names: a copy, a
   processed version, another recording) both readings are plausible: exit 3, naming the two
   selectors (`file.h5:/` for the root's columns, `file.h5:/data` for the group's).
+- netCDF-4: variables on the time dimension are the columns, its coordinate variable `time`
+  (or `t`) the time. MATLAB v7.3 (`save(..., '-v7.3')`): each numeric variable as MATLAB holds
+  it (the transposed storage undone), vectors as columns, a matrix as one column per column
+  with its samples along its longer axis (a note says when that turned it), a struct as a
+  group, scalars `dt`/`t0` as the time axis, a vector `t`/`time` as the time; text, cells,
+  objects and `#refs#` are not read (a note names them).
 - Space-time fields (`dynid symbolic --pde` only): in one HDF5 group (`file.h5` or
   `file.h5:/group`), each field a dataset of shape (n_t, n_x) or (n_t, n_x, n_y), all of one
   shape, on a uniform grid; coordinates are 1-D datasets `t` (or `time`), `x`, `y` beside them,

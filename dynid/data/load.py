@@ -40,8 +40,8 @@ def load(
 ) -> Dataset:
     """Read a data file into a Dataset.
 
-    spec: a path to delimited text (.csv/.tsv/.txt, optionally .gz), .h5/.hdf5
-    (``file.h5:/inner/path``), or ``-``.
+    spec: a path to delimited text (.csv/.tsv/.txt, optionally .gz), HDF5 (by its signature;
+    also netCDF-4 and MATLAB v7.3; ``file.h5:/inner/path``), or ``-``.
     columns: state variables (default: every numeric column that is not time, trial or input).
     time_column: time column name, with or without its unit (``time`` finds ``time (s)``);
     default a column named ``t`` or ``time`` (any unit), else the one date-time column, else
