@@ -28,8 +28,8 @@ from dynid import worker_processes
 from dynid.errors import UsageError
 from dynid.runtime import available_cores
 
-# What a directory given as DATA expands to.
-DATA_SUFFIXES = (".csv", ".tsv", ".csv.gz", ".tsv.gz", ".h5", ".hdf5")
+# What a directory given as DATA expands to (with the HDF5 family: ``dynid.data.readers``).
+TEXT_DATA_SUFFIXES = (".csv", ".tsv", ".csv.gz", ".tsv.gz")
 PATTERN_FIELDS = ("stem", "name", "model", "method")
 EXECUTORS = ("local", "dask")
 # The most jobs sent to a worker in one message (see chunk_size).
@@ -61,6 +61,9 @@ class Terminated(BaseException):
 def expand_inputs(specs: list[str]) -> list[str]:
     """Every file named by ``specs`` (files, globs, directories of data files), sorted and
     without repeats. UsageError for stdin (``-``) or a spec that names no file."""
+    from dynid.data.readers import HDF5_FAMILY_SUFFIXES
+
+    data_suffixes = (*TEXT_DATA_SUFFIXES, *HDF5_FAMILY_SUFFIXES)
     found: set[str] = set()
     for spec in specs:
         if spec == "-":
@@ -68,7 +71,7 @@ def expand_inputs(specs: list[str]) -> list[str]:
         path_part, colon, inner = spec.partition(":") if not os.path.exists(spec) else (spec, "", "")
         if os.path.isdir(spec):
             found.update(str(p) for p in Path(spec).iterdir()
-                         if p.is_file() and p.name.lower().endswith(DATA_SUFFIXES))
+                         if p.is_file() and p.name.lower().endswith(data_suffixes))
         elif glob.has_magic(path_part):
             matches = sorted(glob.glob(path_part))
             if not matches:
@@ -77,7 +80,7 @@ def expand_inputs(specs: list[str]) -> list[str]:
         else:
             found.add(spec)  # a missing file fails as that input's own error
     if not found:
-        raise UsageError(f"{' '.join(specs)}: no data files (.csv, .tsv, .h5, .hdf5) there")
+        raise UsageError(f"{' '.join(specs)}: no data files ({', '.join(data_suffixes)}) there")
     return sorted(found)
 
 

@@ -224,3 +224,12 @@ def test_netcdf3_file_is_refused_with_one_line(tmp_path, cli):
     assert result.returncode == 3
     lines = result.stderr.decode().strip().splitlines()
     assert len(lines) == 1 and "netCDF-3" in lines[0]
+
+
+def test_a_directory_given_to_each_expands_to_the_hdf5_family(tmp_path):
+    from dynid import runner
+
+    for name in ("a.csv", "b.h5", "c.nc", "d.mat", "e.he5", "notes.md"):
+        (tmp_path / name).write_text("t,x\n0,1\n")
+    names = runner.expand_inputs([str(tmp_path)])
+    assert names == [str(tmp_path / n) for n in ("a.csv", "b.h5", "c.nc", "d.mat", "e.he5")]

@@ -186,7 +186,7 @@ _GROUPS: dict[str, tuple[type, list[inspect.Parameter]]] = {
     "batch": (
         BatchOptions,
         [
-            _option(bool, False, "--each", help="Every DATA (file, quoted glob, directory of .csv/.tsv/.h5 files) is its own job; -o is a pattern with {stem} {name} {model} {method}; --json prints one line per input.", panel=BATCH_PANEL),
+            _option(bool, False, "--each", help="Every DATA (file, quoted glob, directory of .csv/.tsv/.h5/.nc/.mat/... files) is its own job; -o is a pattern with {stem} {name} {model} {method}; --json prints one line per input.", panel=BATCH_PANEL),
             _option(Optional[int], None, "--jobs", help="--each: worker processes (BLAS/torch threads split so that jobs x threads <= cores) [default: 1].", panel=BATCH_PANEL),
             _option(Optional[str], None, "--shard", help="--each: run shard I of N (1-based, I/N) of the sorted inputs [default: from SLURM_ARRAY_TASK_ID/_MIN/_COUNT when set].", panel=BATCH_PANEL),
             _option(bool, False, "--resume", help="--each: skip inputs whose output exists and reads back whole.", panel=BATCH_PANEL),
