@@ -168,7 +168,7 @@ def test_matlab_v5_file_is_refused_with_one_line(tmp_path, cli):
     assert len(lines) == 1 and "-v7.3" in lines[0] and "CSV" in lines[0] and str(path) in lines[0]
 
 
-def test_damaged_file_with_an_hdf5_suffix_is_refused(tmp_path, cli):
+def test_damaged_file_with_an_hdf5_suffix_is_refused(tmp_path):
     path = tmp_path / "d.nc"
     path.write_bytes(b"not netcdf at all\n" * 10)
     with pytest.raises(DataError, match="not a readable HDF5 file"):
