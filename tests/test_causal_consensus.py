@@ -111,6 +111,7 @@ def test_a_strict_majority_decides_and_more_votes_always_rank_higher():
     ("granger,granger", "two or more"),
     ("granger,consensus", "consensus cannot be a member"),
     ("granger,dynamic", "dynamic cannot be a member"),
+    ("auto,granger", "auto cannot be a member"),
     ("granger,nosuch", "unknown method 'nosuch'"),
 ])
 def test_members_are_checked(members, message):

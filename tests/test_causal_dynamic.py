@@ -137,6 +137,7 @@ def test_windows_the_base_cannot_test_are_nan():
         (["window=2"], UsageError),
         (["estimator=spectral"], UsageError),
         (["base=dynamic"], UsageError),
+        (["base=auto"], UsageError),
         (["base=nonsense"], UsageError),
         (["window=5000"], DataError),
     ],

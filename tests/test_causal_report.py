@@ -127,3 +127,29 @@ def test_cluster_graph_nodes_are_clusters_with_their_members():
     graph = svgs(page)[0]
     assert graph.find(f"{SVG}title").text == "Significant links between clusters"
     assert "x1, x2" in page
+
+
+def test_edge_table_without_p_values_is_ordered_and_titled_by_score():
+    # crosspred-like: no p-values; the pairs' scores order b->c, c->a, a->b, whatever the
+    # strengths or the edges' order; auto's result names the method it routed to.
+    doc = {"kind": "causal", "variables": ["a", "b", "c"], "method": "crosspred", "max_lag": 1,
+           "alpha": 0.05,
+           "edges": [edge("a", "b", 0, 0.9, None), edge("c", "a", 0, 0.2, None),
+                     edge("b", "c", 0, 0.5, None), edge("b", "a", 0, 0.95, None, significant=False)],
+           "score_matrix": [[0, 1.1, 0], [0.7, 0, 2.5], [1.8, 0, 0]],
+           "adjacency": [[0, 1, 0], [0, 0, 1], [1, 0, 0]]}
+    for page, method in ((causal_section(doc), "crosspred"),
+                         (causal_section(doc | {"method": "auto", "auto": {"method": "consensus"}}),
+                          "consensus")):
+        assert "by p-value" not in page and "Significant edges (by score)" in page
+        assert f"{method} gives no p-values" in page and ">score</th>" in page
+        table_part = page[page.index("Significant edges (by score)"):]
+        rows = re.findall(r"<tr><td>(\w)</td><td>-&gt;</td><td>(\w)</td>", table_part)
+        assert rows == [("b", "c"), ("c", "a"), ("a", "b")]
+
+
+def test_edge_table_with_p_values_stays_ordered_by_them():
+    page = causal_section(DOC)
+    assert "Significant edges (by p-value)" in page and "by score" not in page
+    table_part = page[page.index("Significant edges (by p-value)"):]
+    assert table_part.index("1e-08") < table_part.index("1e-06") < table_part.index("0.001")

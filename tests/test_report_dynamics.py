@@ -63,7 +63,32 @@ def test_a_diverging_free_run_is_said_and_not_drawn_out_of_range():
     model_file.model.A_ = model_file.model.A_ * 1.2  # spirals outwards
     page = build_report([("m.dynid", model_file)], [], data)
     check_page(page)
-    assert "The free run leaves 100x the data&#x27;s range (diverges)" in page
+    assert "The free run diverges at step" in page
+
+
+def test_the_portrait_marks_divergence_by_forecast_and_score_rule():
+    # A rotation growing 0.1 % a step leaves the training range widened by that range on each
+    # side (x and y span about [-1, 1]: the box is about [-3, 3]) at about ln 3 / 0.001 = 1100
+    # steps, well before it reaches 100x the data's size (about 4600 steps): the portrait says
+    # so at the step forecast and score would.
+    from dynid.api import range_escape_step
+    from dynid.report.dynamics import free_run, free_run_divergence
+
+    data = rotation_data()
+    model_file = fitted(data=data)
+    model = model_file.model
+    model.A_ = np.array([[np.cos(0.2), -np.sin(0.2)], [np.sin(0.2), np.cos(0.2)]]) * 1.001
+    run = free_run(model, data.trials[0])
+    low, high = data.trials[0].x.min(axis=0), data.trials[0].x.max(axis=0)
+    outside = np.any((run < 2 * low - high) | (run > 2 * high - low), axis=1)
+    expected = int(np.argmax(outside)) + 1
+    assert 900 < expected < 1300 and np.abs(run).max() < 100
+    assert free_run_divergence(model, run) == range_escape_step(model, run) == expected
+    page = build_report([("m.dynid", model_file)], [], data)
+    check_page(page)
+    assert f"The free run diverges at step {expected} " in page
+    model.data_range_ = None  # an older model file: only leaving the finite numbers counts
+    assert free_run_divergence(model, run) is None
 
 
 def test_no_portrait_for_one_variable():

@@ -46,6 +46,8 @@ import numpy as np
 
 from dynid.causal import registry
 from dynid.causal.base import CausalMethod, CausalSettings
+from dynid.causal.blocked_cv import (
+    FOLDS, GAP, RIDGE, blocked_folds, ridge_design, ridge_gram, standardized)
 from dynid.causal.common import check_values
 from dynid.causal.graph import CausalGraph
 from dynid.data.dataset import Dataset
@@ -56,13 +58,6 @@ from dynid.runtime import SilentProgress
 _CLOSED_R2 = 0.9
 # (b): family-wise level of the Diebold-Mariano tests (Bonferroni over the variables).
 _ROUTE_ALPHA = 0.05
-# (b): blocks of the cross-validation, rows left out on each side of a test block (the training
-# rows next to it share its lag windows and, on smooth signals, its neighbourhood), and the
-# ridge on standardized columns times the training rows (lagged columns of smooth signals are
-# nearly collinear); the values crosspred uses for its held-out R^2.
-_FOLDS = 5
-_GAP = 20
-_RIDGE = 1e-3
 
 
 @dataclass(frozen=True)
@@ -97,7 +92,7 @@ def instantaneous(data: Dataset, max_lag: int) -> Instantaneous | None:
     design = lagged_design(scaled, max_lag, trend=False)
     past, now = design.regressors, design.targets
     rows, d = now.shape
-    if rows - rows // _FOLDS - 2 * _GAP <= past.shape[1] + 1:
+    if rows - rows // FOLDS - 2 * GAP <= past.shape[1] + 1:
         return None
     without, with_source = pairwise_held_out_residuals(past, now)
     bandwidth = int(4 * (rows / 100) ** (2 / 9))
@@ -113,40 +108,25 @@ def instantaneous(data: Dataset, max_lag: int) -> Instantaneous | None:
     return Instantaneous(share=share, z=z, p_value=p_value)
 
 
-def _standardized(columns: np.ndarray) -> np.ndarray:
-    """(rows, p) columns centred and scaled to unit deviation (constant ones only centred)."""
-    spread = columns.std(axis=0)
-    return (columns - columns.mean(axis=0)) / np.where(spread > 0, spread, 1.0)
-
-
-def _folds(rows: int):  # type: ignore[no-untyped-def]
-    """(test slice, training rows) of the blocked cross-validation."""
-    edges = np.linspace(0, rows, _FOLDS + 1).astype(int)
-    for lo, hi in zip(edges[:-1], edges[1:]):
-        yield slice(lo, hi), np.r_[0:max(lo - _GAP, 0), min(hi + _GAP, rows):rows]
-
-
 def pairwise_held_out_residuals(design: np.ndarray, y: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """(rows, q) residuals of ``y`` (rows, q) on ``design`` (rows, p) and an intercept, each row
-    predicted by the fit to the rows outside its block (``_FOLDS`` contiguous blocks, training
-    rows more than ``_GAP`` from the block, ridge ``_RIDGE`` times the training rows on
-    standardized columns, the intercept not shrunk); and (q, rows, q): entry [i, :, j] the
+    predicted by the fit to the rows outside its block (``blocked_cv``: ``FOLDS`` contiguous
+    blocks, training rows more than ``GAP`` from the block, ridge ``RIDGE`` times the training
+    rows on standardized columns, the intercept not shrunk); and (q, rows, q): entry [i, :, j] the
     held-out residuals of ``y[:, j]`` when ``y[:, i]`` (the source's present) is a
     further column of the design, for every pair at the cost of one fit per fold: the bordered
     normal equations solved by their Schur complement, [[M, g], [g', c'c + r]] with M the
     design's ridge Gram matrix, so adding the column c changes the coefficient of the design by
     -M^-1 g gamma and predicts gamma (c - A M^-1 g) more."""
     rows, q = y.shape
-    a = np.column_stack([np.ones(rows), _standardized(design)])
-    c = _standardized(y)
-    penalty = np.eye(a.shape[1])
-    penalty[0, 0] = 0.0
+    a = ridge_design(design)
+    c = standardized(y)
     out = np.empty_like(y, dtype=float)
     paired = np.empty((q, rows, q))
-    for test, train in _folds(rows):
+    for test, train in blocked_folds(rows):
         at, ct, yt = a[train], c[train], y[train]
-        ridge = _RIDGE * len(train)
-        m = at.T @ at + ridge * penalty
+        m = ridge_gram(at)
+        ridge = RIDGE * len(train)  # the bordered column's share, as ridge_gram's
         coef = np.linalg.solve(m, at.T @ yt)  # (p, q)
         out[test] = y[test] - a[test] @ coef
         g = at.T @ ct  # (p, q): each source column against the design

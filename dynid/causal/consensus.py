@@ -38,9 +38,10 @@ from dynid.data.dataset import Dataset
 from dynid.params import Hyperparameters, param
 from dynid.runtime import SilentProgress, Steps
 
-# Methods that cannot be members: this one, and dynamic (its score is a strength time average,
-# not evidence of a link, and it runs a base method already).
-_NOT_MEMBERS = ("consensus", "dynamic")
+# Methods that cannot be members: this one, dynamic (its score is a strength time average,
+# not evidence of a link, and it runs a base method already) and the routers (they run one of
+# the members' kind, chosen from the data).
+_NOT_MEMBERS = ("consensus", "dynamic", *registry.ROUTERS)
 
 
 @dataclass(frozen=True)

@@ -11,7 +11,7 @@ little there: the coupling adds nothing to a smooth signal's own past. Two quest
    hidden state, so a child's value at t is (nearly) a function of its parents' delay vectors at
    t: the idea of cross mapping (Sugihara et al., Science 338:496, 2012), here as a regression.
    ``cross_r2[i, j]`` is the out-of-sample R^2 of ``x_j(t)`` on ``v_i(t)`` (least squares with
-   a small ridge, blocked ``folds``-fold cross-validation with a gap of ``_GAP`` rows between
+   a small ridge, blocked ``folds``-fold cross-validation with a gap of ``blocked_cv.GAP`` rows between
    training and test blocks, so that signals which fit each other only by chance in-sample fail
    out of sample). ``tau_i`` is a quarter of the column's e-folding time (its autocorrelation's
    first drop below 1/e), 1 to ``_MAX_DELAY`` samples. The pair's dependence is the mean of the
@@ -55,6 +55,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from dynid.causal.base import CausalMethod, CausalSettings
+from dynid.causal.blocked_cv import FOLDS, RIDGE, blocked_folds, ridge_design, ridge_gram
 from dynid.causal.common import check_values, check_whole
 from dynid.causal.graph import CausalGraph, Edge
 from dynid.data.dataset import Dataset
@@ -64,12 +65,6 @@ from dynid.params import Hyperparameters, param
 # Longest delay between the taps of a delay vector, samples (slow drivers would otherwise take
 # windows longer than a cross-validation block).
 _MAX_DELAY = 25
-# Rows left out on each side of a test block: the training rows next to it share its samples'
-# neighbourhood (and, through the delay vectors, some of its samples).
-_GAP = 20
-# Ridge on the standardized taps, times the training rows: delay vectors of smooth signals are
-# nearly collinear.
-_RIDGE = 1e-3
 # Fewest training rows per coefficient.
 _ROWS_PER_COEFFICIENT = 5
 # The floor of each direction's out-of-sample R^2 in the dependence.
@@ -84,7 +79,7 @@ class CrossPredictionParams(Hyperparameters):
 
     dim: int = param(4, "taps of each delay vector (embedding dimension)")
     horizon: int = param(20, "samples ahead that a column's own predictability is measured")
-    folds: int = param(5, "blocks of the cross-validation")
+    folds: int = param(FOLDS, "blocks of the cross-validation")
     min_r2: float = param(
         0.1, "dependence (mean out-of-sample R^2 of the two directions, marginal or partial) "
         "a significant link needs"
@@ -266,22 +261,17 @@ def delay_vectors(trials: list[np.ndarray], delays: np.ndarray, dim: int, start:
 
 
 def blocked_cv_r2(design: np.ndarray, y: np.ndarray, folds: int,
-                  ridge: float = _RIDGE) -> np.ndarray:
+                  ridge: float = RIDGE) -> np.ndarray:
     """(q,) out-of-sample R^2 of each column of ``y`` (rows, q) on ``design`` (rows, p) and an
     intercept: ``folds`` contiguous test blocks, each predicted by a ridge fit (``ridge`` times
-    the training rows, on standardized columns) to the rows more than ``_GAP`` away from it;
-    1 - (sum of squared test errors) / (sum of squares about the mean)."""
-    rows = len(y)
-    z = (design - design.mean(axis=0)) / np.where(design.std(axis=0) > 0, design.std(axis=0), 1.0)
-    a = np.column_stack([np.ones(rows), z])
-    penalty = np.eye(a.shape[1])
-    penalty[0, 0] = 0.0  # the intercept is not shrunk
-    edges = np.linspace(0, rows, folds + 1).astype(int)
+    the training rows, on standardized columns) to the rows more than ``blocked_cv.GAP`` away
+    from it (``blocked_cv.blocked_folds``); 1 - (sum of squared test errors) / (sum of squares
+    about the mean)."""
+    a = ridge_design(design)
     press = np.zeros(y.shape[1])
-    for lo, hi in zip(edges[:-1], edges[1:]):
-        train = np.r_[0:max(lo - _GAP, 0), min(hi + _GAP, rows):rows]
+    for test, train in blocked_folds(len(y), folds):
         at = a[train]
-        coef = np.linalg.solve(at.T @ at + ridge * len(train) * penalty, at.T @ y[train])
-        press += np.sum((y[lo:hi] - a[lo:hi] @ coef) ** 2, axis=0)
+        coef = np.linalg.solve(ridge_gram(at, ridge), at.T @ y[train])
+        press += np.sum((y[test] - a[test] @ coef) ** 2, axis=0)
     total = np.sum((y - y.mean(axis=0)) ** 2, axis=0)
     return 1.0 - press / np.where(total > 0, total, 1.0)

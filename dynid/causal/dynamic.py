@@ -196,8 +196,10 @@ class DynamicCausality(CausalMethod):
 def _base_method(name: str) -> type[CausalMethod]:
     from dynid.causal import registry
 
-    if name == DynamicCausality.name:
-        raise UsageError("-p base=dynamic: the base must be a static method, e.g. granger")
+    if name == DynamicCausality.name or name in registry.ROUTERS:
+        # A router would choose its method window by window: the series would not be one
+        # method's strengths.
+        raise UsageError(f"-p base={name}: the base must be a static method, e.g. granger")
     return registry.get(name)
 
 

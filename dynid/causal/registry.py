@@ -22,6 +22,10 @@ _METHODS: dict[str, str] = {
     "consensus": "dynid.causal.consensus:Consensus",
 }
 
+# Methods that choose another method from the data: no method of their own, so nothing to
+# combine (consensus members) or to run on sliding windows (dynamic's base).
+ROUTERS: tuple[str, ...] = ("auto",)
+
 
 def names() -> list[str]:
     return list(_METHODS)

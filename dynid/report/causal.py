@@ -4,7 +4,8 @@ What it draws: a node-link graph of the significant links (variables on a circle
 strength, label the lags, lag-0 links without a direction drawn without arrowheads; for
 ``--clusters`` results the nodes are the clusters), the score matrix as a heatmap, for
 ``--method dynamic`` the strength of each significant link over time with its change points,
-and a table of the significant edges; for ``--method sindy`` the equations the links were read
+and a table of the significant edges (ordered by p-value, or by score for methods without
+p-values); for ``--method sindy`` the equations the links were read
 off, typeset as the symbolic pages typeset theirs. Other method-specific fields are listed by
 name and size, not dumped: the JSON file holds them. Registered with ``sections.result_renderer``; importing this
 module (``dynid.report`` does) is enough.
@@ -202,11 +203,20 @@ def causal_section(doc: dict[str, Any]) -> str:
     if adjacency.shape != (d, d):
         raise ValueError(f"adjacency is {adjacency.shape}, expected ({d}, {d})")
     edges = list(doc["edges"])
-    significant = sorted(
-        (e for e in edges if e.get("significant")
-         and not (e.get("link") in UNDIRECTED and str(e["source"]) > str(e["target"]))),
-        key=lambda e: (e.get("p_value") is None, e.get("p_value") or 0.0),
-    )
+    score = adjacency
+    if doc.get("score_matrix") is not None:
+        score = np.array(doc["score_matrix"], dtype=float)
+        score = score if score.shape == (d, d) else adjacency
+    significant = [e for e in edges if e.get("significant")
+                   and not (e.get("link") in UNDIRECTED and str(e["source"]) > str(e["target"]))]
+    index = {name: i for i, name in enumerate(variables)}
+
+    def pair_score(edge: dict[str, Any]) -> float:
+        s, t = index.get(str(edge["source"])), index.get(str(edge["target"]))
+        return math.nan if s is None or t is None else float(score[s, t])
+
+    by_p_value = any(_p_value(e) is not None for e in significant)
+    significant.sort(key=lambda e: _evidence_key(e, pair_score(e)))
     summary = table(
         [
             ("method", doc.get("method")),
@@ -230,10 +240,6 @@ def causal_section(doc: dict[str, Any]) -> str:
     if isinstance(clusters, dict):
         parts.append(table([(name, names(members)) for name, members in clusters.items()],
                            header=["cluster", "variables"]))
-    score = adjacency
-    if doc.get("score_matrix") is not None:
-        score = np.array(doc["score_matrix"], dtype=float)
-        score = score if score.shape == (d, d) else adjacency
     parts.append(figure(
         heatmap(score, variables, variables, title="Score matrix", row_title="source",
                 col_title="target", outline=adjacency > 0),
@@ -246,12 +252,20 @@ def causal_section(doc: dict[str, Any]) -> str:
                   _change_point_table(dynamic)]
     rows, cut_note = cut(
         [(e["source"], e.get("link") or "->", e["target"], e.get("lag"), e.get("strength"),
-          e.get("p_value")) for e in significant],
+          e.get("p_value") if by_p_value else pair_score(e)) for e in significant],
         "significant edges",
     )
-    parts.append(h3("Significant edges (by p-value)"))
+    if by_p_value:
+        parts.append(h3("Significant edges (by p-value)"))
+    else:
+        routed = doc.get("auto")  # auto's result: the method it chose
+        method = routed.get("method") if isinstance(routed, dict) else doc.get("method")
+        parts.append(h3("Significant edges (by score)"))
+        parts.append(note(f"{method} gives no p-values: the edges are ordered by their pair's "
+                          "score (score matrix, largest first), then by |strength|."))
     parts.append(
-        table(rows, header=["source", "link", "target", "lag", "strength", "p-value"]) + cut_note
+        table(rows, header=["source", "link", "target", "lag", "strength",
+                            "p-value" if by_p_value else "score"]) + cut_note
         if rows else note(f"No significant edges at alpha = {fmt(doc.get('alpha'))}.")
     )
     equations = _equations(doc)
@@ -259,6 +273,23 @@ def causal_section(doc: dict[str, Any]) -> str:
     shown = _CONTRACT + ("clusters", "dynamic") + (("equations", "symbols") if equations else ())
     parts.append(_fields_left(doc, shown))
     return "".join(parts)
+
+
+def _p_value(edge: dict[str, Any]) -> float | None:
+    """The edge's p-value, None where the method gives none (NaN is written as null)."""
+    p = edge.get("p_value")
+    return None if p is None or not math.isfinite(float(p)) else float(p)
+
+
+def _evidence_key(edge: dict[str, Any], pair_score: float) -> tuple[float, float, float]:
+    """Sort key of an edge dict, strongest evidence first: its p-value (none last), then its
+    pair's score-matrix entry ``pair_score`` (larger first; NaN last), then |strength| (the
+    lags of one pair)."""
+    p = _p_value(edge)
+    strength = edge.get("strength")
+    return (math.inf if p is None else p,
+            -pair_score if math.isfinite(pair_score) else math.inf,
+            -abs(float(strength)) if strength is not None else math.inf)
 
 
 def _equations(doc: dict[str, Any]) -> str:

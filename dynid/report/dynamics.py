@@ -57,6 +57,17 @@ def shared_free_run(ctx: ModelContext) -> np.ndarray:
     return ctx.shared["free_run"]
 
 
+def free_run_divergence(model: Backend, run: np.ndarray) -> int | None:
+    """The step (1-based) at which ``run`` (steps, d) of ``model`` diverges by forecast's and
+    score's rule (``api.range_escape_step``), or, for a model file that records no training
+    range, leaves the finite numbers; None when it does neither."""
+    from dynid.api import first_nonfinite_step, range_escape_step
+
+    if model.data_range_ is None:
+        return first_nonfinite_step(run)
+    return range_escape_step(model, run)
+
+
 def portrait_pairs(x: np.ndarray) -> list[tuple[int, int]]:
     """Column pairs to draw of ``x`` (n, d): all of them for d <= 3, else every pair of the
     three columns of largest variance (NaN ignored), in column order."""
@@ -81,9 +92,10 @@ def _phase_portrait(ctx: ModelContext) -> str | None:
         return None
     run = shared_free_run(ctx)
     steps = run.shape[0]
-    scale = float(np.nanmax(np.abs(trial.x))) if np.isfinite(trial.x).any() else 1.0
-    escaped = bool(np.any(~np.isfinite(run)) or np.nanmax(np.abs(run)) > 100 * max(scale, 1e-300))
-    shown = np.where(np.abs(run) <= 100 * max(scale, 1e-300), run, np.nan)
+    diverged_at = free_run_divergence(model, run)
+    shown = run.copy()
+    if diverged_at is not None:
+        shown[diverged_at - 1:] = np.nan
     figures = []
     for i, j in portrait_pairs(trial.x):
         names = model.variables_
@@ -107,8 +119,10 @@ def _phase_portrait(ctx: ModelContext) -> str | None:
     )
     if model.n_variables > MAX_PORTRAIT_VARIABLES:
         caption += f" Pairs of the {MAX_PORTRAIT_VARIABLES} variables of largest variance."
-    if escaped:
-        caption += " The free run leaves 100x the data's range (diverges); those points are not drawn."
+    if diverged_at is not None:
+        caption += (f" The free run diverges at step {diverged_at} (it leaves the training "
+                    "data's range widened by that range on each side, as forecast and score "
+                    "check); it is drawn up to there.")
     return "<div>" + "".join(figures) + "</div>" + note(caption)
 
 
