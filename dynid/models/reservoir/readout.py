@@ -41,7 +41,8 @@ benchmarks/README.md, round 8) the esn's held-out skill saturated at the cap for
 setting and its rank correlation with the true D_stsp of a 50,000-step run was about 0; the
 gate run's D_stsp ranked at 0.47 with a 50,000-step gate (0.38 at 30,000), and choosing its
 least over six draws x the settings gave a median true D_stsp of 0.085 against 0.111 for skill
-on one draw. D_H is left out of this rank: against 10,000 training samples it ran the wrong way
+on one draw (round 8); on another machine's records of the same seeds (round 9) 0.221 against
+0.177, so it is an option, not the esn's default. D_H is left out of this rank: against 10,000 training samples it ran the wrong way
 on two of four seeds (the closer a run's spectrum to the record's, the further its occupation
 from the attractor's).
 """
