@@ -158,9 +158,11 @@ class Shard:
 # ---------------------------------------------------------------------------------------- resume
 def output_is_valid(path: str) -> bool:
     """Whether ``path`` exists and reads back whole: model files through the model loader,
-    JSON parsed, CSV/TSV parsed, HDF5 opened; other text formats non-empty."""
+    JSON parsed, CSV/TSV parsed, HDF5 opened (the suffixes dynid writes HDF5 to, by
+    ``is_hdf5_target``: outputs are dynid's own); other text formats non-empty."""
     if not os.path.isfile(path):
         return False
+    from dynid.data.writers import is_hdf5_target
     from dynid.errors import DataError
 
     lower = path.lower()
@@ -178,7 +180,7 @@ def output_is_valid(path: str) -> bool:
             import pandas as pd
 
             return not pd.read_csv(path, sep=None, engine="python").empty
-        elif lower.endswith((".h5", ".hdf5")):
+        elif is_hdf5_target(path):
             import h5py
 
             with h5py.File(path, "r"):

@@ -58,6 +58,7 @@ from dynid.causal.base import CausalMethod, CausalSettings
 from dynid.causal.changepoints import DEFAULT_PENALTY, change_points
 from dynid.causal.graph import CausalGraph
 from dynid.data.dataset import Dataset
+from dynid.data.readers import HDF5_SUFFIXES
 from dynid.errors import DataError, UsageError
 from dynid.params import Hyperparameters, param
 from dynid.runtime import SilentProgress, Steps
@@ -454,8 +455,9 @@ def link_change_points(
     return found
 
 
-# The files ``write_strength_series`` writes, by suffix.
-STRENGTH_SUFFIXES = (".h5", ".hdf5", ".json")
+# The files ``write_strength_series`` writes, by suffix: HDF5 where ``write_table`` writes it
+# (``is_hdf5_target``), or JSON.
+STRENGTH_SUFFIXES = (*HDF5_SUFFIXES, ".json")
 
 
 def check_strength_path(path: str) -> None:
