@@ -156,6 +156,61 @@ def test_matlab_struct_fields_are_columns(tmp_path):
     np.testing.assert_array_equal(inner.trials[0].x, X[:, [0, 2]])
 
 
+def test_matlab_fields_for_pde_are_read_as_matlab_holds_them(tmp_path):
+    """save('f.mat', 'u', 'v', 't', 'x', 'y', '-v7.3') with fields n_t x n_x x n_y: stored
+    (n_y, n_x, n_t) and read back (n_t, n_x, n_y), never turned by length (n_t < n_x here);
+    coordinate vectors of either orientation are 1-D, a scalar dt times the field."""
+    from dynid.data.fields import read_fields
+
+    t, x, y = 0.5 + np.arange(4) * 0.5, np.arange(9) * 0.25, np.arange(3) * 0.1
+    u = np.random.default_rng(0).normal(size=(4, 9, 3))
+    path = tmp_path / "f.mat"
+    _matlab_file(path, {"u": u, "v": 2 * u, "t": t.reshape(-1, 1), "x": x.reshape(1, -1), "y": y.reshape(-1, 1)})
+    with h5py.File(path, "r") as handle:
+        assert handle["u"].shape == (3, 9, 4)
+    fields = read_fields(str(path))
+    assert fields.names == ("u", "v") and fields.values.shape == (2, 4, 9, 3)
+    np.testing.assert_array_equal(fields.values[0], u)
+    np.testing.assert_array_equal(fields.t, t)
+    np.testing.assert_array_equal(fields.space[0], x)
+    np.testing.assert_array_equal(fields.space[1], y)
+    flat = tmp_path / "g.mat"  # a 2-D field n_t x n_x with scalar steps, in a struct
+    _matlab_file(flat, {}, structs={"run": {"w": u[:, :, 0], "dt": np.array([[0.5]]), "dx": np.array([[0.25]])}})
+    fields = read_fields(f"{flat}:/run")
+    np.testing.assert_array_equal(fields.values[0], u[:, :, 0])
+    assert fields.steps == pytest.approx((0.5, 0.25))
+
+
+def test_pde_from_matlab_and_netcdf_fields(tmp_path, cli):
+    """Burgers' fields (101 times x 256 points) as MATLAB and netCDF-4 store them give its PDE."""
+    from dynid.systems.pde import PDE_SYSTEMS
+
+    run = PDE_SYSTEMS["burgers"]()
+    matlab = tmp_path / "burgers.mat"
+    _matlab_file(matlab, {"u": run.values[0], "t": run.t.reshape(-1, 1), "x": run.space[0].reshape(1, -1)})
+    netcdf = tmp_path / "burgers.nc"
+    with h5py.File(netcdf, "w") as handle:  # variables u(time, x) beside their coordinates
+        handle["time"], handle["x"], handle["u"] = run.t, run.space[0], run.values[0]
+    for path in (matlab, netcdf):
+        result = cli("symbolic", path, "--pde", "-p", "ensemble=0")
+        assert result.returncode == 0, result.stderr
+        assert result.stdout.decode().startswith("u_t = -u u_x + 0.1 u_xx"), result.stdout
+
+
+def test_pde_fields_refuse_matlab_v5_and_text_with_one_line(tmp_path):
+    scipy_io = pytest.importorskip("scipy.io")
+    from dynid.data.fields import read_fields
+
+    path = tmp_path / "f.mat"
+    scipy_io.savemat(str(path), {"u": np.zeros((5, 4)), "t": np.arange(5.0), "x": np.arange(4.0)})
+    with pytest.raises(DataError, match="MATLAB v5.*-v7.3"):
+        read_fields(str(path))
+    text = tmp_path / "f.csv"
+    text.write_text("t,u\n0,1\n")
+    with pytest.raises(DataError, match="read from HDF5 files"):
+        read_fields(str(text))
+
+
 def test_matlab_v5_file_is_refused_with_one_line(tmp_path, cli):
     scipy_io = pytest.importorskip("scipy.io")
     path = tmp_path / "d.mat"

@@ -61,9 +61,10 @@ by MATLAB before v7.3 or a netCDF-3 `.nc` is refused (exit 3) with how to conver
   with its samples along its longer axis (a note says when that turned it), a struct as a
   group, scalars `dt`/`t0` as the time axis, a vector `t`/`time` as the time; text, cells,
   objects and `#refs#` are not read (a note names them).
-- Space-time fields (`dynid symbolic --pde` only): in one HDF5 group (`file.h5` or
-  `file.h5:/group`), each field a dataset of shape (n_t, n_x) or (n_t, n_x, n_y), all of one
-  shape, on a uniform grid; coordinates are 1-D datasets `t` (or `time`), `x`, `y` beside them,
+- Space-time fields (`dynid symbolic --pde` only): in one group (`file.h5` or
+  `file.h5:/group`) of an HDF5 file (any of the above: netCDF-4, MATLAB v7.3 with a field
+  n_t x n_x as MATLAB holds it, never turned by length, scalars `dt`/`dx` as steps), each field
+  a dataset of shape (n_t, n_x) or (n_t, n_x, n_y), all of one shape, on a uniform grid; coordinates are 1-D datasets `t` (or `time`), `x`, `y` beside them,
   or attributes `dt`, `dx`, `dy` (origins `t0`, `x0`, `y0`) of a field or the group (`--dt`
   when there is neither). `--columns u,v` picks the fields (default: every dataset of two or
   more dimensions). The JSON adds `"pde": true` and `"space": ["x", ...]`; text reads

@@ -1,6 +1,8 @@
 """Space-time fields from HDF5: u(t, x) or u(t, x, y) on a uniform grid, for PDE identification.
 
-Layout (``dynid symbolic FILE.h5 --pde``): in one group (the root, or ``file.h5:/group``), each
+Layout (``dynid symbolic FILE.h5 --pde``; any HDF5 file as ``readers.is_hdf5`` tells one:
+netCDF-4, and MATLAB v7.3 with its column-major storage undone, so that a MATLAB (n_t, n_x) array
+is (n_t, n_x) here): in one group (the root, or ``file.h5:/group``), each
 field is a dataset of shape (n_t, n_x) or (n_t, n_x, n_y), all of one shape; the coordinates are
 1-D datasets named ``t`` (or ``time``), ``x`` and ``y`` beside them, or attributes ``dt``,
 ``dx``, ``dy`` (and ``t0``, ``x0``, ``y0``) of the field or the group. A 2-D dataset is read as a
@@ -15,7 +17,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from dynid.data.readers import split_hdf5_path
+from dynid.data.matlab_hdf5 import is_matlab, normalised
+from dynid.data.readers import is_hdf5, refuse_foreign, split_hdf5_path
 from dynid.data.times import AUTO_TIME_NAMES
 from dynid.errors import DataError
 
@@ -55,19 +58,34 @@ def read_fields(spec: str, fields: list[str] | None = None, dt: float | None = N
     import h5py
 
     path, inner = split_hdf5_path(spec)
-    if not path.lower().endswith((".h5", ".hdf5")):
-        raise DataError(f"{spec}: space-time fields (--pde) are read from HDF5 files (.h5, .hdf5)")
+    if not is_hdf5(spec):
+        raise DataError(
+            f"{spec}: space-time fields (--pde) are read from HDF5 files (.h5, .hdf5, netCDF-4 .nc, MATLAB v7.3 .mat, ...)"
+        )
+    refuse_foreign(path)
     try:
         handle = h5py.File(path, "r")
     except OSError as exc:
         raise DataError(f"{path}: not a readable HDF5 file ({exc})") from None
     with handle:
-        group = handle[inner] if inner else handle
-        if inner and inner not in handle:
-            raise DataError(f"{path}: no group {inner!r} inside")
-        if not isinstance(group, h5py.Group):
-            raise DataError(f"{spec}: --pde reads a group of field datasets, not a single dataset")
-        return _read_group(spec, group, fields, dt)
+        if not is_matlab(handle):
+            return _read_node(spec, path, handle, inner, fields, dt)
+        # MATLAB stores arrays column-major: a field (n_t, n_x) appears as (n_x, n_t); the copy
+        # holds them as MATLAB does, vectors 1-D and scalars (dt, dx) as attributes.
+        copy, _ = normalised(handle, path, samples_first=False)
+        with copy:
+            return _read_node(spec, path, copy, inner, fields, dt)
+
+
+def _read_node(spec: str, path: str, handle, inner: str | None, fields: list[str] | None, dt: float | None) -> SpaceTimeFields:  # type: ignore[no-untyped-def]
+    import h5py
+
+    if inner and inner not in handle:
+        raise DataError(f"{path}: no group {inner!r} inside")
+    group = handle[inner] if inner else handle
+    if not isinstance(group, h5py.Group):
+        raise DataError(f"{spec}: --pde reads a group of field datasets, not a single dataset")
+    return _read_group(spec, group, fields, dt)
 
 
 def _read_group(spec: str, group, fields: list[str] | None, dt: float | None) -> SpaceTimeFields:  # type: ignore[no-untyped-def]

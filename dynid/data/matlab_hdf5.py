@@ -13,7 +13,8 @@ its dimensions with the attribute ``MATLAB_empty``.
 ``normalised`` copies the numeric variables into an in-memory HDF5 file with the transposition
 undone: a scalar becomes an attribute of its group (so ``dt``/``t0`` scalars time the data, as
 attributes do in other HDF5 files), a vector a 1-D column, a matrix has its samples along its longer axis (MATLAB
-users keep both n x k and k x n; a note says when it was turned). ``#refs#``, ``#subsystem#``
+users keep both n x k and k x n; a note says when it was turned) unless the caller reads
+space-time fields (``samples_first=False``: a field (n_t, n_x) may have fewer times than points). ``#refs#``, ``#subsystem#``
 and the variables that are no numeric arrays (text, cells, objects, complex numbers, empties)
 are left out, and a note names them.
 """
@@ -35,17 +36,19 @@ def is_matlab(handle) -> bool:  # type: ignore[no-untyped-def]
     return any("MATLAB_class" in member.attrs for member in handle.values() if member is not None)
 
 
-def normalised(handle, path: str):  # type: ignore[no-untyped-def]
+def normalised(handle, path: str, *, samples_first: bool = True):  # type: ignore[no-untyped-def]
     """An in-memory h5py file holding the numeric variables (and structs of them) of the MATLAB
     file ``handle`` in dynid's layout (samples along axis 0), with the same names; and the
-    notes on what was turned or left out. The caller closes the returned file."""
+    notes on what was turned or left out. The caller closes the returned file.
+    ``samples_first=False``: every array as MATLAB holds it (only the stored transposition
+    undone), never turned; for space-time fields, whose axes have no "longer is samples"."""
     import h5py
 
     # driver "core" without a backing store: the name is a label, nothing is written to disk.
     copy = h5py.File(f"{path} (MATLAB, normalised)", "w", driver="core", backing_store=False)
     turned: list[str] = []
     skipped: list[str] = []
-    _copy_group(handle, copy, turned, skipped)
+    _copy_group(handle, copy, turned if samples_first else None, skipped)
     notes = []
     if turned:
         notes.append(
@@ -64,7 +67,7 @@ def _class(node) -> str | None:  # type: ignore[no-untyped-def]
     return bytes(value).decode() if isinstance(value, (bytes, np.bytes_)) else str(value)
 
 
-def _copy_group(source, target, turned: list[str], skipped: list[str]) -> None:  # type: ignore[no-untyped-def]
+def _copy_group(source, target, turned: list[str] | None, skipped: list[str]) -> None:  # type: ignore[no-untyped-def]
     import h5py
 
     for key, value in source.attrs.items():
@@ -96,15 +99,16 @@ def _copy_group(source, target, turned: list[str], skipped: list[str]) -> None: 
         target.create_dataset(name, data=_matlab_array(member, turned))
 
 
-def _matlab_array(dataset, turned: list[str]) -> np.ndarray:  # type: ignore[no-untyped-def]
+def _matlab_array(dataset, turned: list[str] | None) -> np.ndarray:  # type: ignore[no-untyped-def]
     """The array MATLAB holds (the stored transposition undone), a vector as 1-D and a matrix
-    with its samples along axis 0 (the longer one; ``turned`` gets its name when it was not)."""
+    with its samples along axis 0 (the longer one; ``turned`` gets its name when it was not;
+    None: never turned)."""
     values = np.asarray(dataset[()]).T
     if values.ndim != 2:
         return values  # N-D arrays: as MATLAB holds them, for the reader to refuse or take
     if 1 in values.shape:
         return values.reshape(-1)
-    if values.shape[0] < values.shape[1]:
+    if turned is not None and values.shape[0] < values.shape[1]:
         turned.append(dataset.name)
         return values.T
     return values

@@ -79,6 +79,14 @@ def is_hdf5(spec: str) -> bool:
     return lower.endswith(HDF5_FAMILY_SUFFIXES) or (Path(path).is_file() and has_hdf5_signature(path))
 
 
+def refuse_foreign(path: str) -> None:
+    """DataError when the file at ``path`` (taken for HDF5 by ``is_hdf5``) lacks the HDF5
+    signature and is a format known by its first bytes (MATLAB v5, netCDF-3), saying so."""
+    reason = None if has_hdf5_signature(path) else _foreign_reason(path)
+    if reason is not None:
+        raise DataError(f"{path}: {reason}")
+
+
 def _foreign_reason(path: str) -> str | None:
     """Why a file with an HDF5-family suffix but no HDF5 signature cannot be read, if it is a
     format known by its first bytes; None otherwise (h5py then says what is wrong: truncated,
@@ -127,9 +135,7 @@ def read_tables(
     if Path(path).is_dir():
         raise DataError(f"{path}: is a directory, not a data file")
     if is_hdf5(spec):
-        reason = None if has_hdf5_signature(path) else _foreign_reason(path)
-        if reason is not None:
-            raise DataError(f"{path}: {reason}")
+        refuse_foreign(path)
         return read_hdf5(path, inner, wanted)
     default_sep = "\t" if path.lower().removesuffix(".gz").endswith(TAB_SUFFIXES) else ","
     return [read_delimited(path, path, default_sep=default_sep, sep=sep, decimal=decimal)]
