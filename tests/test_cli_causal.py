@@ -185,3 +185,47 @@ def test_a_missing_p_value_is_an_empty_field_as_json_writes_null(cli, tmp_path):
     edges = ET.fromstring(graphml).findall("g:graph/g:edge", ns)
     assert edges and all({d.get("key") for d in e.findall("g:data", ns)} == {"lags", "score", "strength"}
                          for e in edges)
+
+
+def _scored_graph(p_values):
+    """Three significant links whose pairs' scores order b->c, c->a, a->b, while |strength|
+    orders them a->b, b->c, c->a; ``p_values`` per link (None: a method without p-values)."""
+    from dynid.causal.graph import CausalGraph
+
+    links = [("a", "b", 0.9), ("c", "a", 0.2), ("b", "c", 0.5)]
+    edges = [{"source": s, "target": t, "lag": 1, "strength": w, "p_value": p, "significant": True}
+             for (s, t, w), p in zip(links, p_values)]
+    edges.append({"source": "b", "target": "a", "lag": 1, "strength": 0.95, "p_value": None, "significant": False})
+    return CausalGraph.from_json_dict({
+        "variables": ["a", "b", "c"], "method": "crosspred", "max_lag": 1, "alpha": 0.05, "edges": edges,
+        "score_matrix": [[0, 1.1, 0], [0.7, 0, 2.5], [1.8, 0, 0]],
+        "adjacency": [[0, 1, 0], [0, 0, 1], [1, 0, 0]],
+    })
+
+
+@pytest.mark.parametrize(
+    "p_values, order, title, column",
+    [
+        ([None, None, None], ["b->c", "c->a", "a->b"], "by score (no p-values)", "score"),
+        # Equal p-values: the pair's score decides, as in the HTML report (not |strength|).
+        ([1e-3, 1e-3, 1e-3], ["b->c", "c->a", "a->b"], "by p-value, then score", "p (adj.)"),
+        ([1e-6, 1e-3, 1e-3], ["a->b", "b->c", "c->a"], "by p-value, then score", "p (adj.)"),
+    ],
+)
+def test_text_table_is_ordered_as_the_report_and_says_by_what(p_values, order, title, column):
+    import re
+
+    from dynid import documents
+    from dynid.cli.causal_cmd import _table
+    from dynid.report.causal import causal_section
+
+    graph = _scored_graph(p_values)
+    lines = _table(graph).splitlines()
+    assert lines[0].endswith(title) and lines[1].split()[-1] == column.split()[-1]
+    assert [line.split()[0] for line in lines[2:]] == order, lines
+    if p_values[0] is None:  # the score is shown where the p-value would be
+        assert [float(line.split()[-1]) for line in lines[2:]] == [2.5, 1.8, 1.1]
+    page = causal_section(documents.tagged(documents.CAUSAL, graph.to_json_dict()))
+    table_part = page[page.index("Significant edges ("):]
+    report_rows = re.findall(r"<tr><td>(\w)</td><td>-&gt;</td><td>(\w)</td>", table_part)
+    assert [f"{s}->{t}" for s, t in report_rows] == order

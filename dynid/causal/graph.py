@@ -97,6 +97,17 @@ class CausalGraph:
     def significant_edges(self) -> list[Edge]:
         return [edge for edge in self.edges if edge.significant]
 
+    def pair_score(self, edge: Edge) -> float:
+        """The ``score_matrix`` entry of the edge's (source, target) pair (NaN for a name that
+        is no variable)."""
+        index = {name: i for i, name in enumerate(self.variables)}
+        s, t = index.get(edge.source), index.get(edge.target)
+        return math.nan if s is None or t is None else float(self.score_matrix[s, t])
+
+    def evidence_order(self, edge: Edge) -> tuple[float, float, float]:
+        """``evidence_key`` of ``edge``: strongest evidence first."""
+        return evidence_key(edge.p_value, self.pair_score(edge), edge.strength)
+
     def to_json_dict(self) -> dict[str, Any]:
         """The ``dynid discover-causal --json`` document (contract keys first, then ``extra``).
 
@@ -204,7 +215,7 @@ class CausalGraph:
         index = {name: i for i, name in enumerate(self.variables)}
         for (source, target), edges in self._significant_pairs().items():
             s, t = index[source], index[target]
-            best = min(edges, key=evidence_order)
+            best = min(edges, key=self.evidence_order)
             element = ET.SubElement(graph, "edge", {"source": f"n{s}", "target": f"n{t}"})
             values = {
                 "lags": ",".join(str(e.lag) for e in edges),
@@ -323,11 +334,22 @@ def _dot_escape(name: str) -> str:
     return out.replace("\r\n", "\\n").replace("\n", "\\n").replace("\r", "\\n")
 
 
-def evidence_order(edge: Edge) -> tuple[float, float]:
-    """Sort key, strongest evidence first: by p-value, or by |strength| for methods without
-    p-values (NaN, e.g. neural and group-lasso Granger, whose significance is their support)."""
-    p = edge.p_value
-    return (p if math.isfinite(p) else math.inf, -abs(edge.strength))
+def evidence_key(p_value: float | None, pair_score: float | None, strength: float | None) -> tuple[float, float, float]:
+    """Sort key of one edge, strongest evidence first: the one order of the text table
+    (``discover-causal --format text``), the HTML report's edge table and GraphML's choice
+    among a pair's lags. By p-value (none or NaN last: methods without p-values, e.g.
+    crosspred, sindy, neural Granger, are then ordered by what follows), then the pair's
+    score-matrix entry (larger first; none last), then |strength| (larger first; this orders
+    the lags of one pair)."""
+
+    def known(value: float | None) -> bool:
+        return value is not None and math.isfinite(value)
+
+    return (
+        p_value if known(p_value) else math.inf,  # type: ignore[return-value]
+        -pair_score if known(pair_score) else math.inf,  # type: ignore[operator]
+        -abs(strength) if known(strength) else math.inf,  # type: ignore[arg-type]
+    )
 
 
 def _xml_double(value: float) -> str:

@@ -6,6 +6,7 @@ groups of variables (granger only; auto then runs granger);
 ``--dynamic-output FILE`` writes ``--method dynamic``'s strength series (.h5/.hdf5 or .json).
 """
 
+import math
 from typing import Annotated, Any, Optional
 
 import typer
@@ -34,7 +35,7 @@ def discover_causal(
     max_lag: Annotated[int, typer.Option("--max-lag", help="Largest lag tested (samples).")] = 5,
     alpha: Annotated[float, typer.Option("--alpha", help="Significance level after correction.")] = 0.05,
     correction: Annotated[str, typer.Option("--correction", help="Multiple-testing correction: bh (Benjamini-Hochberg FDR), bonferroni or none.")] = "bh",
-    output_format: Annotated[str, typer.Option("--format", help="json, csv (edge list; a method without p-values leaves p_value empty), dot, graphml or text [default: text on a terminal, else json].", autocompletion=completion.choices(FORMATS))] = "",
+    output_format: Annotated[str, typer.Option("--format", help="json, csv (edge list; a method without p-values leaves p_value empty), dot, graphml or text (a table by p-value, then score; by score without p-values) [default: text on a terminal, else json].", autocompletion=completion.choices(FORMATS))] = "",
     list_methods: Annotated[bool, typer.Option("--list", help="List the methods and their -p options, then exit.")] = False,
     clusters: Annotated[Optional[str], typer.Option("--clusters", help='Test links between groups of variables, e.g. "A=x1,x2;B=x3,x4" (granger only: the default auto runs granger); unlisted variables are conditioned on but not shown.')] = None,
     dynamic_output: Annotated[Optional[str], typer.Option("--dynamic-output", help="--method dynamic: write the strength series to FILE (.h5/.hdf5 or .json).")] = None,
@@ -161,21 +162,27 @@ def _list(out: Output, registry) -> None:  # type: ignore[no-untyped-def]
 
 
 def _table(graph) -> str:  # type: ignore[no-untyped-def]
-    from dynid.causal.graph import evidence_order
-
+    """The significant links, strongest evidence first (``CausalGraph.evidence_order``, the
+    HTML report's order): by p-value, or for methods without p-values by their pair's score,
+    which the table then shows in the p-value's place; the title line says which."""
     # An undirected lag-0 link (o-o, x-x) is one row, not one per direction.
     significant = sorted(
         (e for e in graph.edges if e.significant and not (e.undirected and e.source > e.target)),
-        key=evidence_order,
+        key=graph.evidence_order,
     )
+    by_p_value = any(math.isfinite(e.p_value) for e in significant)
     chosen = graph.extra.get("auto", {}).get("method")
     name = f"{graph.method} ({chosen})" if chosen else graph.method
-    lines = [f"{name}: {len(significant)} significant link(s) at alpha {graph.alpha:g} (max lag {graph.max_lag})"]
-    lines.append(f"{'source':>12}  {'target':<12} {'lag':>3}  {'strength':>9}  {'p (adj.)':>9}")
+    order = "by p-value, then score" if by_p_value else "by score (no p-values)"
+    lines = [f"{name}: {len(significant)} significant link(s) at alpha {graph.alpha:g} (max lag {graph.max_lag}), {order}"]
+    lines.append(f"{'source':>12}  {'target':<12} {'lag':>3}  {'strength':>9}  {'p (adj.)' if by_p_value else 'score':>9}")
     for e in significant:
-        p_text = f"{e.p_value:>9.2e}" if e.p_value == e.p_value else f"{'n/a':>9}"
+        if by_p_value:
+            evidence = f"{e.p_value:>9.2e}" if math.isfinite(e.p_value) else f"{'n/a':>9}"
+        else:
+            evidence = f"{graph.pair_score(e):>9.3g}"
         arrow = e.link if e.undirected else "->"
-        lines.append(f"{e.source:>12}{arrow}{e.target:<12} {e.lag:>3}  {e.strength:>9.3g}  {p_text}")
+        lines.append(f"{e.source:>12}{arrow}{e.target:<12} {e.lag:>3}  {e.strength:>9.3g}  {evidence}")
     changes = graph.extra.get("dynamic", {}).get("change_points", [])
     if changes:
         lines.append(f"{len(changes)} change point(s) in link strength:")

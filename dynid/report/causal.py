@@ -20,6 +20,7 @@ from typing import Any
 import numpy as np
 
 from dynid import documents
+from dynid.causal.graph import evidence_key
 from dynid.report.html import cut, figure, h3, names, note, table
 from dynid.report.sections import result_renderer
 from dynid.report.svg import PALETTE, Series, _n, _svg, _text, esc, fmt, heatmap, line_plot
@@ -216,7 +217,11 @@ def causal_section(doc: dict[str, Any]) -> str:
         return math.nan if s is None or t is None else float(score[s, t])
 
     by_p_value = any(_p_value(e) is not None for e in significant)
-    significant.sort(key=lambda e: _evidence_key(e, pair_score(e)))
+    def order(edge: dict[str, Any]) -> tuple[float, float, float]:
+        strength = edge.get("strength")  # null in JSON for NaN
+        return evidence_key(_p_value(edge), pair_score(edge), None if strength is None else float(strength))
+
+    significant.sort(key=order)
     summary = table(
         [
             ("method", doc.get("method")),
@@ -279,17 +284,6 @@ def _p_value(edge: dict[str, Any]) -> float | None:
     """The edge's p-value, None where the method gives none (NaN is written as null)."""
     p = edge.get("p_value")
     return None if p is None or not math.isfinite(float(p)) else float(p)
-
-
-def _evidence_key(edge: dict[str, Any], pair_score: float) -> tuple[float, float, float]:
-    """Sort key of an edge dict, strongest evidence first: its p-value (none last), then its
-    pair's score-matrix entry ``pair_score`` (larger first; NaN last), then |strength| (the
-    lags of one pair)."""
-    p = _p_value(edge)
-    strength = edge.get("strength")
-    return (math.inf if p is None else p,
-            -pair_score if math.isfinite(pair_score) else math.inf,
-            -abs(float(strength)) if strength is not None else math.inf)
 
 
 def _equations(doc: dict[str, Any]) -> str:
