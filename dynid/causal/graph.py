@@ -342,13 +342,13 @@ def evidence_key(p_value: float | None, pair_score: float | None, strength: floa
     score-matrix entry (larger first; none last), then |strength| (larger first; this orders
     the lags of one pair)."""
 
-    def known(value: float | None) -> bool:
-        return value is not None and math.isfinite(value)
+    def last_if_unknown(value: float | None) -> float:
+        return math.inf if value is None or math.isnan(value) else value
 
     return (
-        p_value if known(p_value) else math.inf,  # type: ignore[return-value]
-        -pair_score if known(pair_score) else math.inf,  # type: ignore[operator]
-        -abs(strength) if known(strength) else math.inf,  # type: ignore[arg-type]
+        last_if_unknown(p_value),
+        last_if_unknown(None if pair_score is None else -pair_score),
+        last_if_unknown(None if strength is None else -abs(strength)),
     )
 
 
