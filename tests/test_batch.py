@@ -203,18 +203,17 @@ def test_output_validity_by_format(tmp_path):
 def test_hdf5_output_validity_follows_what_dynid_writes_as_hdf5(tmp_path, monkeypatch):
     """--resume opens as HDF5 exactly the outputs ``write_table`` writes as HDF5 (one function,
     ``is_hdf5_target``): a whole table is valid, a truncated one is redone; a family suffix
-    dynid writes CSV to (``.nc``) is judged as the CSV it holds."""
+    dynid refuses to write (``.nc``, ``check_table_target``) is never opened as HDF5."""
     from dynid.data import writers
 
     t = np.arange(5.0)
-    for name in ("out.h5", "OUT.HDF5", "out.nc"):
+    for name in ("out.h5", "OUT.HDF5", "out.csv"):
         path = tmp_path / name
         writers.write_table(str(path), "t", t, ("x",), t[:, None] ** 2)
         assert runner.output_is_valid(str(path))
     whole = (tmp_path / "out.h5").read_bytes()
     (tmp_path / "cut.h5").write_bytes(whole[: len(whole) // 2])
     assert not runner.output_is_valid(str(tmp_path / "cut.h5"))
-    assert (tmp_path / "out.nc").read_text().startswith("t,x\n")
     # Were dynid to write HDF5 to another suffix, --resume would follow without a second list.
     (tmp_path / "junk.hdf").write_bytes(b"not HDF5")
     assert runner.output_is_valid(str(tmp_path / "junk.hdf"))

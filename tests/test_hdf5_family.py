@@ -63,6 +63,20 @@ def test_written_hdf5_is_chosen_by_h5_suffixes_only():
     assert not is_hdf5_target("out.mat") and not is_hdf5_target("out.nc") and not is_hdf5_target("-")
 
 
+@pytest.mark.parametrize("name", ["out.nc", "OUT.MAT", "out.hdf"])
+def test_a_table_is_not_written_under_an_hdf5_family_name_it_would_not_be(cli, tmp_path, name):
+    """CSV under a .nc/.mat name would be a file no reader takes for what its name says (dynid
+    itself refuses it as not HDF5): usage error, nothing written."""
+    from dynid.data.writers import write_table
+    from dynid.errors import UsageError
+
+    with pytest.raises(UsageError, match="h5 or .csv"):
+        write_table(str(tmp_path / name), "t", np.arange(3.0), ("x",), np.ones((3, 1)))
+    result = cli("simulate", "lorenz", "--n", "50", "-o", str(tmp_path / name))
+    assert result.returncode == 2 and result.stderr.decode().count("\n") == 1, result.stderr.decode()
+    assert not list(tmp_path.iterdir())
+
+
 # ---------------------------------------------------------------------------------- MATLAB v7.3
 MATLAB_HEADER = b"MATLAB 7.3 MAT-file, Platform: GLNXA64, Created on: Wed Dec  2 12:00:00 2026 HDF5 schema 1.00 ."
 

@@ -36,7 +36,7 @@ def forecast(
     """Roll a fitted model forward from the end of DATA; CSV (time + variables) on stdout or -o (--json: one JSON document)."""
     from dynid import api
     from dynid.cli.common import future_input_rows, load_model_argument, model_data_options
-    from dynid.data.writers import iso_times, write_table
+    from dynid.data.writers import check_table_target, iso_times, write_table
     import numpy as np
 
     from dynid.documents import FORECAST, tagged
@@ -46,6 +46,8 @@ def forecast(
         raise UsageError("give MODEL DATA (several DATA need --each)")
     model_path, data_file = paths
     out.check_json_target(output)
+    if output is not None:
+        check_table_target(output)
     model = load_model_argument(model_path, data_file, future_inputs).model
     # A model that handles missing values filters through NaN cells of the history as they are.
     nan_default = "keep" if model.capabilities.nan else "split"

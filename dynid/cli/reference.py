@@ -84,6 +84,9 @@ terminal and never with `NO_COLOR` set.
 `--json` prints the command's result as one JSON document on stdout and nothing else there
 (`forecast` and `simulate` print their table as that document instead of CSV, so `--json` with
 `-o FILE` is refused there; `report` writes HTML only and has no `--json`).
+Tables (`forecast`, `simulate`, `states`) go to `-o FILE` as HDF5 when FILE ends in `.h5` or
+`.hdf5` (dataset `/data` with its `columns`, time `/t`), else as CSV; a name of the HDF5 family
+that dynid does not write (`.nc`, `.mat`, `.hdf`, ...) is refused (exit 2).
 Every JSON document dynid prints or writes is an object with a top-level `"kind"` saying what it
 is; a list (of models, methods, systems) is held in the object under the kind's name. Numbers
 that are not finite are `null`. `dynid report` reads these documents and shows each by its

@@ -7,13 +7,26 @@ from typing import Optional
 import numpy as np
 
 from dynid.atomic import atomic_path, write_text
-from dynid.data.readers import HDF5_SUFFIXES
+from dynid.data.readers import HDF5_FAMILY_SUFFIXES, HDF5_SUFFIXES
 
 
 def is_hdf5_target(target: str) -> bool:
     """Whether ``write_table`` writes HDF5 (not CSV) to ``target``: by its suffix alone (not
     the HDF5 family's: a ``.mat`` or ``.nc`` written so would not be what its name says)."""
     return target.lower().endswith(HDF5_SUFFIXES)
+
+
+def check_table_target(target: str) -> None:
+    """UsageError for a ``target`` named like a file of the HDF5 family that ``write_table``
+    does not write (``.nc``, ``.mat``, ...): CSV under such a name is a file no reader, dynid's
+    included, reads as what its name says."""
+    from dynid.errors import UsageError
+
+    lower = target.lower()
+    if lower.endswith(HDF5_FAMILY_SUFFIXES) and not is_hdf5_target(target):
+        suffix = next(s for s in HDF5_FAMILY_SUFFIXES if lower.endswith(s))
+        raise UsageError(f"{target}: dynid writes tables as CSV or as HDF5 named .h5/.hdf5, not as "
+                         f"{suffix}; name the output .h5 or .csv")
 
 
 def write_table(
@@ -33,6 +46,7 @@ def write_table(
     ``time_origin`` (CSV only): ``t`` are seconds since this ISO-8601 date-time and the time
     column is written as date-times (``iso_times``).
     """
+    check_table_target(target)
     if is_hdf5_target(target):
         if time_origin is not None:
             raise ValueError("date-time columns are written to CSV only")
