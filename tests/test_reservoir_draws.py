@@ -77,11 +77,19 @@ def test_the_geometry_rule_leaves_out_reservoir_draws_whose_free_run_collapses()
 
 
 @pytest.mark.parametrize("seed", [5, None])
-def test_draws_come_from_the_seed_and_the_chosen_read_out_belongs_to_its_reservoir(seed):
+def test_draws_come_from_the_seed_and_the_chosen_read_out_belongs_to_its_reservoir(seed, monkeypatch):
     """The same seed gives the same choice, arrays and gate figures; the chosen draw k is the
     reservoir of seed + k fitted alone (same read-out, bit for bit). Without a seed the base
     seed is drawn once and recorded, so the stored reservoir is the one the read-out was fitted
-    on (a second draw for the model would pair the read-out with another reservoir)."""
+    on (a second draw for the model would pair the read-out with another reservoir). The
+    entropy of that draw is fixed here: on 500 samples some reservoirs' every candidate leaves
+    the data's range, and the fit then rightly fails (one of three CI runs this stop drew one)."""
+    if seed is None:
+        fresh = np.random.SeedSequence
+        def fixed(entropy=None, **kw):  # type: ignore[no-untyped-def]
+            return fresh(20261202 if entropy is None else entropy, **kw)
+
+        monkeypatch.setattr(np.random, "SeedSequence", fixed)
     data = as_data(lorenz(500))
     params = ESNParams(**SMALL, input_scaling=0.5, draws=2, rank_by=RANK_BY_GEOMETRY)
     first = ESN(params).fit(data, seed=seed)
