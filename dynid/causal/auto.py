@@ -47,7 +47,7 @@ import numpy as np
 from dynid.causal import registry
 from dynid.causal.base import CausalMethod, CausalSettings
 from dynid.causal.blocked_cv import (
-    FOLDS, GAP, RIDGE, blocked_folds, ridge_design, ridge_gram, standardized)
+    FOLDS, GAP, RIDGE, blocked_folds, ridge_design, ridge_gram, standardized, standardized_trials)
 from dynid.causal.common import check_values
 from dynid.causal.graph import CausalGraph
 from dynid.data.dataset import Dataset
@@ -85,10 +85,7 @@ def instantaneous(data: Dataset, max_lag: int) -> Instantaneous | None:
 
     from dynid.linear.design import lagged_design
 
-    trials = [trial.x for trial in data.trials]
-    stacked = np.vstack(trials)
-    sd = stacked.std(axis=0)
-    scaled = [(x - stacked.mean(axis=0)) / np.where(sd > 0, sd, 1.0) for x in trials]
+    scaled = standardized_trials([trial.x for trial in data.trials])
     design = lagged_design(scaled, max_lag, trend=False)
     past, now = design.regressors, design.targets
     rows, d = now.shape

@@ -37,6 +37,14 @@ def standardized(columns: np.ndarray) -> np.ndarray:
     return (columns - columns.mean(axis=0)) / np.where(spread > 0, spread, 1.0)
 
 
+def standardized_trials(trials: list[np.ndarray]) -> list[np.ndarray]:
+    """Trials (n_k, d) with every column at zero mean and unit variance over all their samples
+    pooled (constant columns only centred)."""
+    stacked = np.vstack(trials)
+    mean, spread = stacked.mean(axis=0), stacked.std(axis=0)
+    return [(x - mean) / np.where(spread > 0, spread, 1.0) for x in trials]
+
+
 def ridge_design(design: np.ndarray) -> np.ndarray:
     """(rows, 1 + p): an intercept column, then ``design`` (rows, p) standardized."""
     return np.column_stack([np.ones(len(design)), standardized(design)])

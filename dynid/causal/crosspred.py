@@ -55,7 +55,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from dynid.causal.base import CausalMethod, CausalSettings
-from dynid.causal.blocked_cv import FOLDS, RIDGE, blocked_folds, ridge_design, ridge_gram
+from dynid.causal.blocked_cv import FOLDS, RIDGE, blocked_folds, ridge_design, ridge_gram, standardized_trials
 from dynid.causal.common import check_values, check_whole
 from dynid.causal.graph import CausalGraph, Edge
 from dynid.data.dataset import Dataset
@@ -127,7 +127,7 @@ class CrossPrediction(CausalMethod):
         params = self.params
         assert isinstance(params, CrossPredictionParams)
         check_values(data, "crosspred")
-        trials = _standardized([trial.x for trial in data.trials])
+        trials = standardized_trials([trial.x for trial in data.trials])
         delays = delay_taps(trials)
         start = first_row(delays, params)
         rows = sum(max(len(x) - start, 0) for x in trials)
@@ -216,13 +216,6 @@ def _link(own_source: float, own_target: float) -> str:
     if abs(own_source - own_target) <= _TIE:
         return "o-o"
     return "-->" if own_source > own_target else "<--"
-
-
-def _standardized(trials: list[np.ndarray]) -> list[np.ndarray]:
-    """Trials (n_k, d) with every column at zero mean and unit variance over all samples."""
-    stacked = np.vstack(trials)
-    mean, sd = stacked.mean(axis=0), stacked.std(axis=0)
-    return [(x - mean) / sd for x in trials]
 
 
 def delay_taps(trials: list[np.ndarray]) -> np.ndarray:
