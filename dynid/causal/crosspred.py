@@ -55,7 +55,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from dynid.causal.base import CausalMethod, CausalSettings
-from dynid.causal.blocked_cv import FOLDS, RIDGE, blocked_folds, ridge_design, ridge_gram, standardized_trials
+from dynid.causal.blocked_cv import (
+    FOLDS, RIDGE, blocked_folds, ridge_design, ridge_gram, standardized_trials)
 from dynid.causal.common import check_values, check_whole
 from dynid.causal.graph import CausalGraph, Edge
 from dynid.data.dataset import Dataset
