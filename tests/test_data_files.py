@@ -152,6 +152,18 @@ def test_numbers_with_thousands_separators_are_read(tmp_path, sep, decimal, grou
     assert f"column 'pressure': numbers with thousands separators ('{grouping}') read as numbers" in _notes(data)
 
 
+@pytest.mark.parametrize("sep", ["\t", ","])
+def test_a_lone_separator_before_three_digits_is_not_read_as_thousands(tmp_path, sep):
+    """"1,250" is 1250 in a US spreadsheet and 1.25 in a European one: with no value that has
+    both marks or two separators, nothing says which, so the column is not read as a number
+    (before thousands were read, and still: no state column, exit 3), never as 1250 with exit 0."""
+    path = tmp_path / "d.txt"
+    cells = ["1,250", "2,125", "3,500", "4,750"] * 3
+    path.write_text("x\n" + "".join(f'"{c}"\n' if sep == "," else f"{c}\n" for c in cells))
+    with pytest.raises(DataError, match="no numeric state columns"):
+        load(str(path), sep=sep)
+
+
 def test_gzip_on_stdin_is_read_and_a_gzip_file_without_gz_is_named(tmp_path):
     frame = _frame()
     frame.insert(0, "t", np.arange(N) * DT)

@@ -355,7 +355,8 @@ def _to_table(frame, name: str, decimal: str = ".") -> Table:  # type: ignore[no
 
 def _grouped_numbers(values: np.ndarray, decimal: str) -> np.ndarray | None:
     """Text (n,) as float when every present value is a number, some of them with thousands
-    separators (the mark that is not ``decimal``), else None. Missing values become NaN."""
+    separators (the mark that is not ``decimal``) that no decimal reading explains, else None.
+    Missing values become NaN."""
     grouped, plain = _GROUPED[decimal]
     present = [v.strip() for v in values if isinstance(v, str) and v.strip()]
     if not present or not any(grouped.match(v) for v in present):
@@ -363,5 +364,10 @@ def _grouped_numbers(values: np.ndarray, decimal: str) -> np.ndarray | None:
     if not all(grouped.match(v) or plain.match(v) for v in present):
         return None
     separator = "," if decimal == "." else "."
+    # "1,250" alone is also 1.25 written with a decimal comma (a tab-separated European export
+    # whose values all have three decimals): only a value with both marks ("1,047.94") or with
+    # two separators ("1,234,567") shows that the separator groups thousands.
+    if not any(decimal in v or v.count(separator) > 1 for v in present if grouped.match(v)):
+        return None
     return np.array([float(v.strip().replace(separator, "").replace(",", ".")) if isinstance(v, str) and v.strip()
                      else np.nan for v in values])
