@@ -209,6 +209,9 @@ def test_pde_from_matlab_and_netcdf_fields(tmp_path, cli):
         result = cli("symbolic", path, "--pde", "-p", "ensemble=0")
         assert result.returncode == 0, result.stderr
         assert result.stdout.decode().startswith("u_t = -u u_x + 0.1 u_xx"), result.stdout
+    # the cell, char and empty variables are said to be left out, as a table read says
+    log = cli("symbolic", matlab, "--pde", "-p", "ensemble=0").stderr.decode()
+    assert "MATLAB variable(s) /label, /notes, /unused are no numeric arrays and were not read" in log, log
 
 
 def test_pde_fields_refuse_matlab_v5_and_text_with_one_line(tmp_path):

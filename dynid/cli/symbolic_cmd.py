@@ -59,7 +59,7 @@ def symbolic(
         given = [name for name, value in ode_only.items() if value is not None]
         if given:
             raise UsageError(f"{given[0]} does not apply to --pde")
-        text = _identify_pde(data_files, data, param, ensemble, run.seed, chosen, precision)
+        text = _identify_pde(data_files, data, param, ensemble, run.seed, chosen, precision, out)
         if output and output != "-":
             write_text(output, text)
             out.info(f"wrote {output}")
@@ -102,7 +102,7 @@ def symbolic(
 
 def _identify_pde(
     data_files: list[str], data: DataOptions, param: Optional[list[str]], ensemble: Optional[int], seed: Optional[int],
-    chosen: str, precision: int,
+    chosen: str, precision: int, out: Output,
 ) -> str:
     """``--pde``: the fields of the one HDF5 DATA, identified and rendered in ``chosen`` format."""
     from dynid import api
@@ -119,6 +119,8 @@ def _identify_pde(
     values = {**({"ensemble": ensemble} if ensemble is not None else {}), **split_assignments(param or [])}
     hyper = PdeParams.from_values(values, option="-p ")
     fields = read_fields(data_files[0], split_names(data.columns), data.dt)
+    for note in fields.notes:
+        out.info(note)
     result = api.identify_pde(fields, hyper, seed=seed)
     if chosen == "json":
         return to_text(result)

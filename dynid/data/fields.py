@@ -13,6 +13,7 @@ The weak form integrates on uniform grids, so every axis must be uniformly space
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 
 import numpy as np
@@ -34,7 +35,8 @@ class SpaceTimeFields:
 
     ``values`` (n_fields, n_t, *n_space), one entry per name in ``names``; ``t`` (n_t,) times;
     ``space`` one (n_a,) coordinate array per spatial axis, named ``space_names`` (``x``, ``y``);
-    ``source`` the file (and group) read, for messages.
+    ``source`` the file (and group) read, for messages; ``notes`` what the reader turned or
+    left out (MATLAB variables that are no numeric arrays), for the log.
     """
 
     names: tuple[str, ...]
@@ -43,6 +45,7 @@ class SpaceTimeFields:
     space: tuple[np.ndarray, ...]
     space_names: tuple[str, ...]
     source: str
+    notes: tuple[str, ...] = ()
 
     @property
     def steps(self) -> tuple[float, ...]:
@@ -72,9 +75,10 @@ def read_fields(spec: str, fields: list[str] | None = None, dt: float | None = N
             return _read_node(spec, path, handle, inner, fields, dt)
         # MATLAB stores arrays column-major: a field (n_t, n_x) appears as (n_x, n_t); the copy
         # holds them as MATLAB does, vectors 1-D and scalars (dt, dx) as attributes.
-        copy, _ = normalised(handle, path, samples_first=False)
+        copy, notes = normalised(handle, path, samples_first=False)
         with copy:
-            return _read_node(spec, path, copy, inner, fields, dt)
+            read = _read_node(spec, path, copy, inner, fields, dt)
+        return dataclasses.replace(read, notes=tuple(notes))
 
 
 def _read_node(spec: str, path: str, handle, inner: str | None, fields: list[str] | None, dt: float | None) -> SpaceTimeFields:  # type: ignore[no-untyped-def]
