@@ -162,21 +162,25 @@ def median_geometry(run: np.ndarray, embed=None) -> tuple[float, float]:
 
 def test_esn_free_run_from_a_noisy_delay_embedding_of_x_keeps_the_attractor():
     """Lorenz observed through x alone with 1 % noise, as a 3-D delay embedding of 2,000
-    samples: a 20,000-step free run of the esn, its reservoir settings chosen by held-out skill,
-    against clean trajectories. The former fixed settings (rho 0.9, leak 1, input scaling 0.5)
-    read median D_stsp 0.6-1.3 and D_H 0.13 (one Xeon); the chosen ones (leak 0.3, input
-    scaling 1) 0.24-0.27 and 0.07-0.10 over noise seeds 1-3 on that CPU (0.19 / 0.05 against one
-    reference on an EPYC)."""
+    samples: 20,000-step free runs of the esn, its reservoir settings chosen by held-out skill,
+    against clean trajectories; the median over four runs from four ends of the record (each
+    run one realisation of the model's attractor, as the benchmark's ``--run-starts``), since a
+    single run's figure moves with the CPU's rounding: the former fixed settings' one run from
+    the record's end read D_stsp 0.90 on a Xeon and 0.37 on an EPYC. On the EPYC the medians
+    are 0.18 / 0.080 (chosen) against 0.41 / 0.127 (fixed rho 0.9, leak 1, input scaling 0.5);
+    over noise seeds 1-3 the chosen settings read 0.17-0.28, the fixed ones 0.22-2.5."""
     noisy = simulate("lorenz", n=2000 + TRANSIENT, dt=DT, noise=0.01, seed=1).x[TRANSIENT:, :1]
     train = delay_embedding(noisy)
-    history = Trial(np.arange(len(train)) * DT, train)
     x_embedded = lambda states: delay_embedding(states[:, :1])  # noqa: E731
     geometry = {}
     for name, params in (("chosen", ESNParams(units=100)),
                          ("fixed", ESNParams(units=100, spectral_radius=0.9, leak=1.0,
                                              input_scaling=0.5))):
         model = ESN(params).fit(Dataset.from_arrays(train, dt=DT), seed=0)
-        geometry[name] = median_geometry(model.simulate(history, 20_000), x_embedded)
+        runs = [median_geometry(model.simulate(Trial(np.arange(end) * DT, train[:end]), 20_000),
+                                x_embedded)
+                for end in range(len(train), 0, -500)[:4]]
+        geometry[name] = np.median(runs, axis=0)
     (d_stsp, d_h), (fixed_d_stsp, fixed_d_h) = geometry["chosen"], geometry["fixed"]
     assert d_stsp <= 0.3
     assert d_stsp <= 0.5 * fixed_d_stsp
