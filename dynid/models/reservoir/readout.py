@@ -69,6 +69,10 @@ SKILL_STARTS = 5
 # The geometry gate's free run: this many times the reference trial's length (so its spectrum
 # averages that many segments), within the bounds below; a run slower to leave the attractor
 # than the cap goes unseen. Admissible: ``Geometry.excess`` within this factor of the least.
+# 5 lengths (50,000 steps on 10,000 samples, issue 13's free run) was measured on dev seeds
+# (benchmarks/README.md, round 10): it refuses an esn run that drifts off between 30,000 and
+# 50,000 steps and lowers both backends' noisy medians, but moves which on-attractor settings
+# the noisy gate admits, costing the x-only esn's median; not adopted.
 GEOMETRY_LENGTHS = 3
 GEOMETRY_MIN_STEPS = 10_000
 GEOMETRY_MAX_STEPS = 50_000
