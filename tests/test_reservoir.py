@@ -20,7 +20,10 @@ from dynid.models.reservoir.esn import (
 )
 from dynid.models.reservoir.ngrc import NGRC, NGRCParams, ngrc_features
 from dynid.errors import ComputationError
-from dynid.models.reservoir.readout import RIDGE_GRID, Design, FreeRun, select_readout
+from dynid.models.reservoir import readout
+from dynid.models.reservoir.readout import (
+    RIDGE_GRID, Design, FreeRun, gate_steps, select_readout,
+)
 from dynid.systems import simulate
 
 DT = 0.025  # Gauthier et al. 2021's Lorenz sampling
@@ -326,3 +329,31 @@ def test_a_free_run_that_escapes_the_data_never_wins_though_its_start_looks_righ
     assert scores[0].geometry is not None and scores[0].geometry.escaped
     with pytest.raises(ComputationError):
         select_readout(["escapes", "escapes"], design, None, reference)
+
+
+def test_a_free_run_that_drifts_off_after_three_data_lengths_is_refused(monkeypatch):
+    """A 4,000-sample record: "drifts" scores more held-out steps and runs on the attractor for
+    three record lengths (12,000 steps, the gate's former length), then on a copy of it halved
+    about its mean (in the data's range, no escape); "steady" stays on the attractor. Over 12,000
+    steps the two runs are one and the gate admits both, so skill picks "drifts" (the esn on
+    x-only Lorenz, benchmark seed 2, held the attractor for a 30,000-step gate and drifted off
+    before 50,000); the gate of five record lengths (20,000 steps) sees the drift (its D_stsp
+    about twice "steady"'s, past GEOMETRY_TOLERANCE) and refuses it."""
+    reference = lorenz(6000)[:4000]
+    on_attractor = lorenz(20_000, x0=(1.0, 1.0, 1.0))
+    held = 3 * len(reference)
+    centre = on_attractor.mean(axis=0)
+
+    def drifts(w, b, steps):
+        out = on_attractor[:steps].copy()
+        out[held:] = centre + 0.5 * (out[held:] - centre)
+        return out
+
+    design = fixed_designs({"drifts": drifts, "steady": lambda w, b, steps: on_attractor[:steps]},
+                           {"drifts": 150.0, "steady": 100.0})
+    chosen, _, _, scores = select_readout(["drifts", "steady"], design, None, reference)
+    assert gate_steps(len(reference)) == 5 * len(reference) <= len(on_attractor)
+    assert chosen == "steady"
+    assert [score.admissible for score in scores] == [False, True]
+    monkeypatch.setattr(readout, "GEOMETRY_LENGTHS", 3)
+    assert select_readout(["drifts", "steady"], design, None, reference)[0] == "drifts"
