@@ -28,6 +28,7 @@ def score(
     free_run: Annotated[Optional[int], typer.Option("--free-run", min=0, help="Samples in the free run from the start of DATA that D_stsp and D_H compare with DATA [default: max(samples in DATA, 10000)]; 0 = none.")] = None,
     estimate_lyapunov: Annotated[bool, typer.Option("--estimate-lyapunov", help="Also estimate the model's Lyapunov spectrum (QR method on its own orbit); VPT in Lyapunov times then uses its largest exponent unless --lyapunov is given.")] = False,
     lyapunov_steps: Annotated[int, typer.Option("--lyapunov-steps", min=100, help="Samples of the model's orbit that --estimate-lyapunov averages over (after 2000 transient samples).")] = 20000,
+    allow_escape: Annotated[bool, typer.Option("--allow-escape", help="Score rollouts and the free run even where they leave the training data's range widened by that range on each side (by default they have diverged there: counted, their errors null), for systems that grow, are unstable or are scored on data beyond that range. Non-finite values diverge still.")] = False,
     *,
     data: DataOptions,
     out: Output,
@@ -36,7 +37,7 @@ def score(
 
     VPT: the first time the RMS over variables of the error divided by each variable's standard deviation in DATA exceeds 0.4, averaged over the rollouts (">=" when some rollouts were still valid at the horizon).
 
-    A rollout that leaves the finite numbers, or the training data's range widened by that range on each side (a path forecast refuses unless --allow-escape), has diverged from that step on: it is counted ("diverged_rollouts", of which "escaped_rollouts" by the range), it ends its valid prediction time, and the errors it enters are undefined (null in JSON); a free run that does has no D_stsp or D_H.
+    A rollout that leaves the finite numbers, or the training data's range widened by that range on each side (a path forecast refuses unless --allow-escape), has diverged from that step on: it is counted ("diverged_rollouts", of which "escaped_rollouts" by the range), it ends its valid prediction time, and the errors it enters are undefined (null in JSON); a free run that does has no D_stsp or D_H. With --allow-escape, as forecast's, a rollout diverges only where it leaves the finite numbers ("allow_escape": true in JSON), and the free run where it leaves those or DATA's range widened alike (D_stsp bins on DATA's range and drops what lies beyond).
 
     Missing values in DATA: models that take them (Kalman-type, slds) see the gaps as they are, others NaN-free segments (or --nan). A missing target is skipped, not an error: the errors are over the observed targets, VPT judges only the steps with one, and "missing_targets" counts those skipped.
 
@@ -67,7 +68,7 @@ def score(
             loaded_data[key] = options.load([data_file], nan_default=key[1], out=out)
         result = api.score(model, loaded_data[key], horizon=horizon, starts=starts, lyapunov=lyapunov,
                            free_run=free_run, estimate_lyapunov=estimate_lyapunov,
-                           lyapunov_steps=lyapunov_steps)
+                           lyapunov_steps=lyapunov_steps, allow_escape=allow_escape)
         results.append({"kind": result["kind"], "model": path, "backend": model.name, **result})
     if len(results) == 1:
         if out.json_mode:
@@ -112,7 +113,9 @@ def _text(result: dict[str, Any]) -> str:
         lines.append(f"free run: {result['free_run_steps']} steps; d_stsp {_number(result['d_stsp'])}, "
                      f"d_h {_number(result['d_h'])}")
         if result["free_run_diverged_step"] is not None:
-            where = " (left the training data's range)" if result["free_run_escaped"] else ""
+            # --allow-escape bounds the free run by DATA's range, where D_stsp and D_H see it.
+            whose = "DATA's" if result["allow_escape"] else "the training data's"
+            where = f" (left {whose} range)" if result["free_run_escaped"] else ""
             lines.append(f"the free run diverged at step {result['free_run_diverged_step']}{where}")
     if "lyapunov_state_dimension" in result:
         exponents = result["lyapunov_exponents"]
