@@ -195,6 +195,11 @@ def forecast(
         # irregular sampling reads the history's own times).
         check_step(model, data)
     history = data.trials[-1]
+    if history.n_samples < model.history_length:
+        raise DataError(
+            f"{data.source}: the {model.name} model forecasts from the last {model.history_length} "
+            f"samples; the last trial (or stretch without missing values) has {history.n_samples}"
+        )
     t = times_after(history.t[-1], model.dt_, horizon)
     notes: tuple[str, ...] = ()
     if future_inputs is None and model.capabilities.conditions and model.inputs_:

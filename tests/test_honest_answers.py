@@ -78,6 +78,23 @@ def test_forecast_of_a_lagged_model_refuses_another_step(tmp_path, cli):
     assert b"--resample 0.1" in result.stderr
 
 
+def test_forecast_from_too_short_a_history_names_the_file_and_its_length(tmp_path, cli):
+    """A VAR(3) forecasts from 3 samples; a history whose last stretch without missing values
+    has 2 (a gap two rows before its end) is refused naming the file and what it has."""
+    x = np.random.default_rng(1).standard_normal((100, 2)).cumsum(axis=0) * 0.1
+    data = tmp_path / "d.csv"
+    pd.DataFrame({"t": np.arange(100) * 0.1, "a": x[:, 0], "b": x[:, 1]}).to_csv(data, index=False)
+    model = tmp_path / "var.dynid"
+    assert cli("fit", data, "--model", "var", "-p", "order=3", "-o", model, "-q").returncode == 0
+    x[-3, 0] = np.nan
+    gappy = tmp_path / "gappy.csv"
+    pd.DataFrame({"t": np.arange(100) * 0.1, "a": x[:, 0], "b": x[:, 1]}).to_csv(gappy, index=False)
+    result = cli("forecast", model, gappy, "--horizon", "5")
+    assert result.returncode == 3 and result.stdout == b""
+    assert (b"gappy.csv: the var model forecasts from the last 3 samples; the last trial (or stretch "
+            b"without missing values) has 2") in result.stderr
+
+
 def test_score_reports_diverged_rollouts_instead_of_a_number():
     t = np.arange(400) * 0.01
     data = Dataset.from_arrays(np.exp(-t)[:, None] + 1.0, t=t, variables=["x"])
