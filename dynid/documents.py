@@ -56,7 +56,7 @@ SHAPES: Final[dict[str, tuple[str, str]]] = {
         '"rmse_per_variable": {...}, "rmse_per_step": [...], "vpt_threshold", "dt", '
         '"valid_prediction_time_lyapunov" (with --lyapunov, or --estimate-lyapunov finding a '
         'positive exponent); unless --free-run 0: "d_stsp", "d_h", "free_run_steps", '
-        '"free_run_diverged_step", "free_run_escaped" (it left the training data\'s range) (d_stsp '
+        '"free_run_diverged_step", "free_run_escaped" (it left the training data\'s range; DATA\'s with --allow-escape) (d_stsp '
         'and d_h null when the free run diverged, d_h on irregular '
         'samples); on irregular samples, models that forecast at any times (lds, ctlds) are rolled out '
         'to the times of the data and VPT is their lead time; with '
