@@ -113,3 +113,19 @@ def test_estimate_lyapunov_refuses_a_model_with_inputs(cli, tmp_path):
     result = cli("score", model, path, "--inputs", "u", "--estimate-lyapunov", "--free-run", "0")
     assert result.returncode == 2
     assert b"autonomous" in result.stderr and len(result.stderr.splitlines()) == 1
+
+
+def test_the_free_run_of_a_driven_model_goes_as_far_as_the_data_inputs():
+    """dmd with inputs is near exact on the forced oscillator (x' = v, v' = -4x - 0.2v + u);
+    its free run past the data's inputs would hold the last input, another system than the
+    data's: by default it stops where the first trial's inputs end (n - 1 steps), and its
+    D_stsp is then that of a near-exact run, not of 10,000 mostly undriven steps."""
+    sim = simulate("forced-oscillator", n=1500)
+    data = Dataset.from_arrays(sim.x, t=sim.t, variables=list(sim.variables), u=sim.u,
+                               inputs=list(sim.inputs))
+    model = api.fit(data, "dmd", seed=0).model
+    found = api.score(model, data, horizon=20, starts=3)
+    assert found["free_run_steps"] == 1499 and found["free_run_diverged_step"] is None
+    assert found["d_stsp"] < 0.3
+    held = api.score(model, data, horizon=20, starts=3, free_run=10_000)
+    assert held["d_stsp"] > 3 * found["d_stsp"]
