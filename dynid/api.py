@@ -345,6 +345,9 @@ def score(
     """
     if horizon < 1 or starts < 1:
         raise UsageError("--horizon and --starts must be at least 1")
+    if lyapunov is not None and not (math.isfinite(lyapunov) and lyapunov > 0):
+        raise UsageError(f"--lyapunov {lyapunov:g}: the largest Lyapunov exponent must be a positive "
+                         "number (1/time); Lyapunov times measure chaotic systems only")
     _check_variables(model, data)
     at_times = model.capabilities.forecasts_at_times
     if not at_times:

@@ -129,3 +129,18 @@ def test_the_free_run_of_a_driven_model_goes_as_far_as_the_data_inputs():
     assert found["d_stsp"] < 0.3
     held = api.score(model, data, horizon=20, starts=3, free_run=10_000)
     assert held["d_stsp"] > 3 * found["d_stsp"]
+
+
+@pytest.mark.parametrize("exponent", ["-0.9", "0", "nan", "inf"])
+def test_lyapunov_must_be_a_positive_exponent(cli, tmp_path, exponent):
+    """VPT in Lyapunov times is VPT x the largest exponent: a zero, negative or non-finite one
+    gives 0, a negative time or nan, never a measure; refused as bad usage."""
+    sim = simulate("linear", n=300)
+    path = write_csv(tmp_path / "lin.csv", sim.x, list(sim.variables), dt=0.02)
+    model = tmp_path / "m.dynid"
+    assert cli("fit", path, "--model", "dmd", "-o", model).returncode == 0
+    result = cli("score", model, path, "--free-run", "0", "--lyapunov", exponent)
+    assert result.returncode == 2 and result.stdout == b""
+    assert b"--lyapunov" in result.stderr and b"positive" in result.stderr
+    assert len(result.stderr.splitlines()) == 1
+    assert cli("score", model, path, "--free-run", "0", "--lyapunov", "0.5").returncode == 0
