@@ -452,11 +452,12 @@ def free_run_scores(model: Backend, data: Dataset, steps: int | None = None, *,
     ``data``, FREE_RUN_MIN); for a model with inputs, as far as the first trial's inputs go,
     beyond which they are held at their last value) started from the first ``history_length``
     samples of ``data``'s first trial: D_stsp against every complete sample of ``data`` (no missing value), D_H against
-    its longest stretch of complete samples (null for irregular samples). Both null, with
+    its longest stretch of complete samples (null for irregular samples, and for a stretch
+    shorter than ``dynid.metrics.dsr.spectrum_min_length``). Both null, with
     ``free_run_diverged_step``, when the run diverges: leaves the finite numbers or
     (``free_run_escaped``) the training data's range widened by that range on each side
     (``allow_escape``: ``data``'s range, where these measures see it)."""
-    from dynid.metrics.dsr import power_spectrum_distance, state_space_divergence
+    from dynid.metrics.dsr import power_spectrum_distance, spectrum_min_length, state_space_divergence
 
     observed = data.stacked()[0]
     first = data.trials[0]
@@ -486,9 +487,9 @@ def free_run_scores(model: Backend, data: Dataset, steps: int | None = None, *,
     finite = diverged_at is None
     return {
         "d_stsp": _finite_or_none(state_space_divergence(complete, run)) if finite and len(complete) > 1 else None,
-        # Irregular samples have no power spectrum to compare with.
+        # Irregular samples have no power spectrum to compare with, short ones none resolved.
         "d_h": (power_spectrum_distance(longest, run)
-                if finite and data.dt is not None and len(longest) > 1 else None),
+                if finite and data.dt is not None and len(longest) >= spectrum_min_length() else None),
         "free_run_steps": steps,
         "free_run_diverged_step": diverged_at,
         "free_run_escaped": escaped,

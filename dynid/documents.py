@@ -58,7 +58,7 @@ SHAPES: Final[dict[str, tuple[str, str]]] = {
         'positive exponent); unless --free-run 0: "d_stsp", "d_h", "free_run_steps", '
         '"free_run_diverged_step", "free_run_escaped" (it left the training data\'s range; DATA\'s with --allow-escape) (d_stsp '
         'and d_h null when the free run diverged, d_h on irregular '
-        'samples); on irregular samples, models that forecast at any times (lds, ctlds) are rolled out '
+        'samples or fewer than 320 in DATA\'s longest complete stretch); on irregular samples, models that forecast at any times (lds, ctlds) are rolled out '
         'to the times of the data and VPT is their lead time; with '
         '--estimate-lyapunov: "lyapunov_exponents": [largest first, 1/time] and '
         '"lyapunov_standard_error": [...] (null, with "lyapunov_error", when the orbit diverged), '

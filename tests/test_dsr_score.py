@@ -144,3 +144,19 @@ def test_lyapunov_must_be_a_positive_exponent(cli, tmp_path, exponent):
     assert b"--lyapunov" in result.stderr and b"positive" in result.stderr
     assert len(result.stderr.splitlines()) == 1
     assert cli("score", model, path, "--free-run", "0", "--lyapunov", "0.5").returncode == 0
+
+
+def test_d_h_is_undefined_on_data_too_short_for_resolved_spectra(cli, tmp_path):
+    """D_H smooths spectra by 20 frequency bins (a kernel of 161): on fewer than 320 samples it
+    spans the whole grid and any model reads near 0. Score gives null there, said as
+    "undefined" (not "diverged": the run did not diverge), and a number from 320 on."""
+    sim = simulate("linear", n=400)
+    model = tmp_path / "m.dynid"
+    long = write_csv(tmp_path / "long.csv", sim.x, list(sim.variables), dt=sim.t[1])
+    assert cli("fit", long, "--model", "dmd", "-o", model).returncode == 0
+    short = write_csv(tmp_path / "short.csv", sim.x[:319], list(sim.variables), dt=sim.t[1])
+    found = json.loads(cli("score", model, short, "--free-run", "2000", "--json").stdout)
+    assert found["d_h"] is None and found["d_stsp"] is not None and found["free_run_diverged_step"] is None
+    text = cli("score", model, short, "--free-run", "2000").stdout.decode()
+    assert "d_h undefined" in text and "diverged" not in text
+    assert json.loads(cli("score", model, long, "--free-run", "2000", "--json").stdout)["d_h"] is not None

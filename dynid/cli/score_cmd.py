@@ -43,7 +43,7 @@ def score(
 
     D_stsp (state-space divergence): KL(p_data || p_model) between histograms of DATA and of the free run, 30 bins per variable on [min - 0.1 sd, max + 0.1 sd] of DATA, each smoothed as (count + 1e-5) / (total + 1e-5 * cells); with more than 5 variables, between Gaussian mixtures (unit variance on standardised data) centred on 10,000 samples of each, by Monte Carlo. 0 for identical distributions; two independent 50,000-sample runs of Lorenz-63 differ by about 0.1, two 10,000-sample runs by 0.4 to 1.5.
 
-    D_H (power-spectrum distance): the mean over variables of the Hellinger distance between the power spectra of DATA's longest trial and of the free run, each variable standardised, smoothed by a Gaussian of 20 frequency bins and normalised; in [0, 1], 0 for equal spectra.
+    D_H (power-spectrum distance): the mean over variables of the Hellinger distance between the power spectra of DATA's longest trial and of the free run, each variable standardised, smoothed by a Gaussian of 20 frequency bins and normalised; in [0, 1], 0 for equal spectra; undefined (null) when that trial has fewer than 320 samples, whose frequency grid the smoothing would flatten.
 
     --estimate-lyapunov: the QR (Benettin) method along the model's own orbit from the start of DATA, with its analytic Jacobians where the backend has them (esn), else forward differences of its map on its state (the last samples it forecasts from); as many exponents as variables, largest first, in 1/time units, with standard errors and the Kaplan-Yorke dimension.
     """
@@ -110,8 +110,8 @@ def _text(result: dict[str, Any]) -> str:
             f"(first at step {result['first_divergence_step']}{escaped}); errors are undefined"
         )
     if "free_run_steps" in result:
-        lines.append(f"free run: {result['free_run_steps']} steps; d_stsp {_number(result['d_stsp'])}, "
-                     f"d_h {_number(result['d_h'])}")
+        lines.append(f"free run: {result['free_run_steps']} steps; d_stsp {_measure(result, 'd_stsp')}, "
+                     f"d_h {_measure(result, 'd_h')}")
         if result["free_run_diverged_step"] is not None:
             # --allow-escape bounds the free run by DATA's range, where D_stsp and D_H see it.
             whose = "DATA's" if result["allow_escape"] else "the training data's"
@@ -143,7 +143,7 @@ def _table(results: list[dict[str, Any]]) -> str:
         if in_lyapunov_times:
             row.append(f"{bound}{r['valid_prediction_time_lyapunov']:.4g}")
         if free_run:
-            row += [_number(r["d_stsp"]), _number(r["d_h"])]
+            row += [_measure(r, "d_stsp"), _measure(r, "d_h")]
         if estimated:
             row.append(_number(r["lyapunov_exponents"][0] if r["lyapunov_exponents"] else None))
         row.append(f"{r['diverged_rollouts']}/{r['starts']}")
@@ -157,3 +157,11 @@ def _table(results: list[dict[str, Any]]) -> str:
 
 def _number(value: Optional[float]) -> str:
     return "diverged" if value is None else f"{value:.6g}"
+
+
+def _measure(result: dict[str, Any], name: str) -> str:
+    """A free-run measure: null is "diverged" where the run diverged, else "undefined" (d_h on
+    irregular or short data, d_stsp without complete samples)."""
+    if result[name] is None and result["free_run_diverged_step"] is None:
+        return "undefined"
+    return _number(result[name])
