@@ -451,9 +451,10 @@ def free_run_scores(model: Backend, data: Dataset, steps: int | None = None, *,
     """``d_stsp`` and ``d_h`` of a free run of ``steps`` samples (None: max(samples in
     ``data``, FREE_RUN_MIN); for a model with inputs, as far as the first trial's inputs go,
     beyond which they are held at their last value) started from the first ``history_length``
-    samples of ``data``'s first trial: D_stsp against every complete sample of ``data`` (no missing value), D_H against
-    its longest stretch of complete samples (null for irregular samples, and for a stretch
-    shorter than ``dynid.metrics.dsr.spectrum_min_length``). Both null, with
+    samples of ``data``'s first trial: D_stsp against every complete sample of ``data`` (no
+    missing value), D_H against its longest stretch of complete samples (null for irregular
+    samples, and for a stretch shorter than ``dynid.metrics.dsr.spectrum_min_length``). Both
+    null, with
     ``free_run_diverged_step``, when the run diverges: leaves the finite numbers or
     (``free_run_escaped``) the training data's range widened by that range on each side
     (``allow_escape``: ``data``'s range, where these measures see it)."""
