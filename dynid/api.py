@@ -195,6 +195,11 @@ def forecast(
         # irregular sampling reads the history's own times).
         check_step(model, data)
     history = data.trials[-1]
+    if history.n_samples < model.history_length:
+        raise DataError(
+            f"{data.source}: the {model.name} model forecasts from the last {model.history_length} "
+            f"samples; the last trial (or stretch without missing values) has {history.n_samples}"
+        )
     t = times_after(history.t[-1], model.dt_, horizon)
     notes: tuple[str, ...] = ()
     if future_inputs is None and model.capabilities.conditions and model.inputs_:
@@ -311,6 +316,7 @@ def score(
     free_run: int | None = None,
     estimate_lyapunov: bool = False,
     lyapunov_steps: int = LYAPUNOV_STEPS,
+    allow_escape: bool = False,
 ) -> dict[str, Any]:
     """Multi-step rollouts from ``starts`` start points spread evenly over ``data`` (over those
     whose history the model can use: complete, unless it takes missing values), and the
@@ -323,19 +329,25 @@ def score(
     a rollout that leaves the finite numbers or the training data's range widened by that
     range on each side (``bounded_rollout``; ``forecast`` refuses such a path) has diverged from
     that step on: counted in ``diverged_rollouts`` (``escaped_rollouts`` of them by the range),
-    and every summary it enters is null, never a number;
+    and every summary it enters is null, never a number (``allow_escape``: only leaving the
+    finite numbers diverges, as ``forecast``'s, for systems that leave their training range:
+    growing, unstable, or scored on data beyond it);
     missing targets (NaN in ``data``) are skipped, not errors, counted in ``missing_targets``,
     and VPT judges only the steps with an observed target (``metrics.forecast.valid_steps``);
     per-variable values, RMSE per horizon step, and the mean valid prediction time (time units;
     in Lyapunov times too with ``lyapunov``, the largest Lyapunov exponent in 1/time units, or
     with the model's own estimate). free_run: the length in samples of the free run from the
     start of ``data`` whose ``d_stsp`` and ``d_h`` (``dynid.metrics.dsr``) against ``data``
-    are reported; None = max(samples in ``data``, FREE_RUN_MIN), 0 = none. estimate_lyapunov:
+    are reported; None = max(samples in ``data``, FREE_RUN_MIN) (with inputs: as far as the
+    first trial's go, ``free_run_scores``), 0 = none. estimate_lyapunov:
     the model's Lyapunov spectrum by the QR method over ``lyapunov_steps`` samples of its own
     orbit (``lyapunov_scores``).
     """
     if horizon < 1 or starts < 1:
         raise UsageError("--horizon and --starts must be at least 1")
+    if lyapunov is not None and not (math.isfinite(lyapunov) and lyapunov > 0):
+        raise UsageError(f"--lyapunov {lyapunov:g}: the largest Lyapunov exponent must be a positive "
+                         "number (1/time); Lyapunov times measure chaotic systems only")
     _check_variables(model, data)
     at_times = model.capabilities.forecasts_at_times
     if not at_times:
@@ -359,7 +371,8 @@ def score(
         future = None if trial.u is None else trial.u[s : s + horizon]
         # Forecast at the data's own times where the model can, else by steps of dt_.
         times = trial.t[s : s + horizon] if at_times else None
-        states, diverged_at, escaped = bounded_rollout(model, trial.slice(first, s), horizon, future, times=times)
+        states, diverged_at, escaped = bounded_rollout(model, trial.slice(first, s), horizon, future, times=times,
+                                                       escape_range=None if allow_escape else model.data_range_)
         escapes += escaped
         predicted.append(states)
         observed.append(trial.x[s : s + horizon])
@@ -397,9 +410,10 @@ def score(
         "rmse_per_step": [_finite_or_none(value) for value in per_step],
         "vpt_threshold": vpt_threshold,
         "dt": model.dt_,
+        "allow_escape": allow_escape,
     }
     if free_run != 0:
-        result.update(free_run_scores(model, data, free_run))
+        result.update(free_run_scores(model, data, free_run, allow_escape=allow_escape))
     if estimate_lyapunov:
         result.update(lyapunov_scores(model, data, lyapunov_steps))
         estimated = result["lyapunov_exponents"]
@@ -432,35 +446,51 @@ def _rollout_starts(model: Backend, trial: Trial, horizon: int) -> list[tuple[in
     return [(int(first), int(s)) for first, s in zip(firsts[usable], starts[usable])]
 
 
-def free_run_scores(model: Backend, data: Dataset, steps: int | None = None) -> dict[str, Any]:
+def free_run_scores(model: Backend, data: Dataset, steps: int | None = None, *,
+                    allow_escape: bool = False) -> dict[str, Any]:
     """``d_stsp`` and ``d_h`` of a free run of ``steps`` samples (None: max(samples in
-    ``data``, FREE_RUN_MIN)) started from the first ``history_length`` samples of ``data``'s
-    first trial: D_stsp against every complete sample of ``data`` (no missing value), D_H against
-    its longest stretch of complete samples (null for irregular samples). Both null, with
+    ``data``, FREE_RUN_MIN); for a model with inputs, as far as the first trial's inputs go,
+    beyond which they are held at their last value) started from the first ``history_length``
+    samples of ``data``'s first trial: D_stsp against every complete sample of ``data`` (no
+    missing value), D_H against its longest stretch of complete samples (null for irregular
+    samples, and for a stretch shorter than ``dynid.metrics.dsr.spectrum_min_length``). Both
+    null, with
     ``free_run_diverged_step``, when the run diverges: leaves the finite numbers or
-    (``free_run_escaped``) the training data's range widened by that range on each side."""
-    from dynid.metrics.dsr import power_spectrum_distance, state_space_divergence
+    (``free_run_escaped``) the training data's range widened by that range on each side
+    (``allow_escape``: ``data``'s range, where these measures see it)."""
+    from dynid.metrics.dsr import power_spectrum_distance, spectrum_min_length, state_space_divergence
 
     observed = data.stacked()[0]
-    steps = max(len(observed), FREE_RUN_MIN) if steps is None else steps
+    first = data.trials[0]
+    if first.n_samples < model.history_length:
+        raise DataError(f"{data.source}: the first trial is shorter than the "
+                        f"{model.history_length} samples the model starts from")
+    # A driven run past its inputs holds the last one: another system than the data's (an exact
+    # model of a forced oscillator scored D_stsp 1.8 on 10,000 steps, 0.13 within its inputs).
+    driven = first.n_samples - model.history_length if model.inputs_ else None
+    if steps is None and driven is not None and driven < 2:
+        raise DataError(f"{data.source}: the first trial's inputs go {driven} step(s) past the "
+                        f"{model.history_length} samples the model starts from, too few for a "
+                        "free run (--free-run 0: none)")
+    steps = (max(len(observed), FREE_RUN_MIN) if driven is None else driven) if steps is None else steps
     # Gaps: the reference distribution is that of the complete samples, the reference
     # spectrum that of the longest gap-free stretch.
     complete = observed[~np.isnan(observed).any(axis=1)]
     if steps < 2:
         raise UsageError(f"--free-run {steps}: needs at least 2 steps (0 = none)")
-    first = data.trials[0]
-    if first.n_samples < model.history_length:
-        raise DataError(f"{data.source}: the first trial is shorter than the "
-                        f"{model.history_length} samples the model starts from")
     future = _held_inputs(model, first, steps)
-    run, diverged_at, escaped = bounded_rollout(model, first.slice(0, model.history_length), steps, future)
+    # D_stsp bins on DATA's range and drops samples outside it, D_H standardises the run: a run
+    # beyond DATA's range widened alike has no geometry these measure, escapes allowed or not.
+    run, diverged_at, escaped = bounded_rollout(
+        model, first.slice(0, model.history_length), steps, future,
+        escape_range=data.value_range() if allow_escape else model.data_range_)
     longest = max((stretch for trial in data.trials for stretch in _gap_free_stretches(trial.x)), key=len)
     finite = diverged_at is None
     return {
         "d_stsp": _finite_or_none(state_space_divergence(complete, run)) if finite and len(complete) > 1 else None,
-        # Irregular samples have no power spectrum to compare with.
+        # Irregular samples have no power spectrum to compare with, short ones none resolved.
         "d_h": (power_spectrum_distance(longest, run)
-                if finite and data.dt is not None and len(longest) > 1 else None),
+                if finite and data.dt is not None and len(longest) >= spectrum_min_length() else None),
         "free_run_steps": steps,
         "free_run_diverged_step": diverged_at,
         "free_run_escaped": escaped,
@@ -711,13 +741,18 @@ def bounded_rollout(
     future_inputs: np.ndarray | None = None,
     *,
     times: np.ndarray | None = None,
+    escape_range: np.ndarray | None,
 ) -> tuple[np.ndarray, int | None, bool]:
-    """``rollout`` that also counts leaving the training data's range as diverging
-    (``range_escape_step``), as ``forecast`` refuses such a path: (steps, d) states, NaN from
-    the step it diverged at on; that step (1-based) or None; and whether it escaped the range
-    (False when it left the finite numbers, or stayed inside)."""
+    """``rollout`` that also counts leaving ``escape_range`` (2, d) widened by that range on
+    each side (``dynid.metrics.dsr.escape_step``) as diverging, as ``forecast`` refuses a path
+    that leaves the training data's (``model.data_range_``); None: only leaving the finite
+    numbers diverges. Returns (steps, d) states, NaN from the step it diverged at on; that
+    step (1-based) or None; and whether it escaped the range (False when it left the finite
+    numbers, or stayed inside)."""
+    from dynid.metrics.dsr import escape_step
+
     states, diverged_at = rollout(model, history, steps, future_inputs, times=times)
-    escaped_at = range_escape_step(model, states)
+    escaped_at = None if escape_range is None else escape_step(escape_range[0], escape_range[1], states)
     # escape_step flags a non-finite row too: an escape before the first such row is one.
     if escaped_at is None or (diverged_at is not None and escaped_at >= diverged_at):
         return states, diverged_at, False
@@ -729,7 +764,8 @@ def bounded_rollout(
 def range_escape_step(model: Backend, path: np.ndarray) -> int | None:
     """The first row (1-based step) of ``path`` (steps, d) that is not finite or leaves the
     training data's range widened by that range on each side (``Backend.data_range_``,
-    ``dynid.metrics.dsr.escape_step``): the one escape check of forecast and score. None when
+    ``dynid.metrics.dsr.escape_step``): forecast's and the report's escape check, score's by
+    default (``bounded_rollout`` with ``model.data_range_``). None when
     every row stays inside, or the model (from an older file) records no range."""
     from dynid.metrics.dsr import escape_step
 

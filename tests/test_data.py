@@ -129,6 +129,27 @@ def test_nan_policies(tmp_path, policy, n_trials, n_samples):
     assert data.notes
 
 
+def test_nan_split_counts_the_lone_rows_it_drops(tmp_path):
+    """Missing values at rows 20 and 22 leave row 21 a segment of one sample, no trial: the
+    note counts it among the dropped rows (3 of 50 gone, not 2)."""
+    frame = _frame()
+    frame.loc[[20, 22], "x"] = np.nan
+    path = tmp_path / "d.csv"
+    frame.to_csv(path, index=False)
+    data = load(str(path), columns=["x", "y"], nan="split")
+    assert data.n_trials == 2 and data.n_samples == 47
+    assert any("dropped 3 rows: 2 with missing values, 1 alone between them" in note for note in data.notes)
+    assert not any("data end at" in note for note in data.notes)
+    # Missing values in the last rows: the data (and a forecast from them) end before the file.
+    frame.loc[[48, 49], "y"] = np.nan
+    frame.to_csv(path, index=False)
+    data = load(str(path), columns=["x", "y"], nan="split")
+    t = frame["t"].to_numpy()
+    assert data.trials[-1].t[-1] == t[47]
+    assert any(f"its data end at t = {t[47]:g}, before its last row (t = {t[49]:g})" in note
+               for note in data.notes)
+
+
 def test_nan_error_names_column_and_row(tmp_path):
     frame = _frame()
     frame.loc[7, "y"] = np.nan

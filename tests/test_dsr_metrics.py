@@ -131,3 +131,17 @@ def test_a_run_escapes_beyond_the_range_widened_by_the_range_or_when_not_finite(
     assert escapes(data, np.array([[0.5, 0.0], [0.5, -6.01]]))  # y beyond -2 - 4
     assert escapes(data, np.array([[0.5, np.nan], [0.5, 0.0]]))
     assert not escapes(data, np.array([[0.5, 0.0], [2.01, 0.0]]), margin=1.5)
+
+
+def test_spectra_need_a_grid_wider_than_their_smoothing():
+    """sigma 20 bins, truncated at 4 sigma: the kernel spans 161 bins, a grid of length // 2 + 1
+    holds it from 320 samples on. Below, every spectrum is flattened: white noise against a
+    sine reads near 0 on 60 samples, near its long-record value from 320 on."""
+    from dynid.metrics.dsr import spectrum_min_length
+
+    assert spectrum_min_length() == 320
+    rng = np.random.default_rng(0)
+    noise = rng.standard_normal((5000, 1))
+    sine = np.sin(2 * np.pi * 0.05 * np.arange(5000))[:, None]
+    assert power_spectrum_distance(sine[:60], noise) < 0.15
+    assert power_spectrum_distance(sine[:320], noise) > 0.5

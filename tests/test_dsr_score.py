@@ -113,3 +113,50 @@ def test_estimate_lyapunov_refuses_a_model_with_inputs(cli, tmp_path):
     result = cli("score", model, path, "--inputs", "u", "--estimate-lyapunov", "--free-run", "0")
     assert result.returncode == 2
     assert b"autonomous" in result.stderr and len(result.stderr.splitlines()) == 1
+
+
+def test_the_free_run_of_a_driven_model_goes_as_far_as_the_data_inputs():
+    """dmd with inputs is near exact on the forced oscillator (x' = v, v' = -4x - 0.2v + u);
+    its free run past the data's inputs would hold the last input, another system than the
+    data's: by default it stops where the first trial's inputs end (n - 1 steps), and its
+    D_stsp is then that of a near-exact run, not of 10,000 mostly undriven steps."""
+    sim = simulate("forced-oscillator", n=1500)
+    data = Dataset.from_arrays(sim.x, t=sim.t, variables=list(sim.variables), u=sim.u,
+                               inputs=list(sim.inputs))
+    model = api.fit(data, "dmd", seed=0).model
+    found = api.score(model, data, horizon=20, starts=3)
+    assert found["free_run_steps"] == 1499 and found["free_run_diverged_step"] is None
+    assert found["d_stsp"] < 0.3
+    held = api.score(model, data, horizon=20, starts=3, free_run=10_000)
+    assert held["d_stsp"] > 3 * found["d_stsp"]
+
+
+@pytest.mark.parametrize("exponent", ["-0.9", "0", "nan", "inf"])
+def test_lyapunov_must_be_a_positive_exponent(cli, tmp_path, exponent):
+    """VPT in Lyapunov times is VPT x the largest exponent: a zero, negative or non-finite one
+    gives 0, a negative time or nan, never a measure; refused as bad usage."""
+    sim = simulate("linear", n=300)
+    path = write_csv(tmp_path / "lin.csv", sim.x, list(sim.variables), dt=0.02)
+    model = tmp_path / "m.dynid"
+    assert cli("fit", path, "--model", "dmd", "-o", model).returncode == 0
+    result = cli("score", model, path, "--free-run", "0", "--lyapunov", exponent)
+    assert result.returncode == 2 and result.stdout == b""
+    assert b"--lyapunov" in result.stderr and b"positive" in result.stderr
+    assert len(result.stderr.splitlines()) == 1
+    assert cli("score", model, path, "--free-run", "0", "--lyapunov", "0.5").returncode == 0
+
+
+def test_d_h_is_undefined_on_data_too_short_for_resolved_spectra(cli, tmp_path):
+    """D_H smooths spectra by 20 frequency bins (a kernel of 161): on fewer than 320 samples it
+    spans the whole grid and any model reads near 0. Score gives null there, said as
+    "undefined" (not "diverged": the run did not diverge), and a number from 320 on."""
+    sim = simulate("linear", n=400)
+    model = tmp_path / "m.dynid"
+    long = write_csv(tmp_path / "long.csv", sim.x, list(sim.variables), dt=sim.t[1])
+    assert cli("fit", long, "--model", "dmd", "-o", model).returncode == 0
+    short = write_csv(tmp_path / "short.csv", sim.x[:319], list(sim.variables), dt=sim.t[1])
+    found = json.loads(cli("score", model, short, "--free-run", "2000", "--json").stdout)
+    assert found["d_h"] is None and found["d_stsp"] is not None and found["free_run_diverged_step"] is None
+    text = cli("score", model, short, "--free-run", "2000").stdout.decode()
+    assert "d_h undefined" in text and "diverged" not in text
+    assert json.loads(cli("score", model, long, "--free-run", "2000", "--json").stdout)["d_h"] is not None

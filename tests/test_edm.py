@@ -114,3 +114,10 @@ def test_bad_settings_are_refused():
         api.fit(series(np.arange(50.0)), "edm", ["method=knn"])
     with pytest.raises(UsageError, match="theta"):
         api.fit(series(np.arange(50.0)), "edm", ["theta=-1"])
+    from dynid.errors import DataError
+
+    # E = 3, tau = 4 span 8 samples: a trial needs 4 (8 + 1) = 36, one of 35 is refused.
+    with pytest.raises(DataError, match=r"4 \(\(E - 1\) tau \+ 1\) = 36 samples; the longest has 35"):
+        api.fit(series(np.sin(np.arange(35.0))), "edm", ["E=3", "tau=4"])
+    with pytest.raises(DataError, match="more samples than its embedding has coordinates"):
+        api.fit(series(np.sin(np.arange(36.0))), "edm", ["E=3", "tau=4"])  # past that check

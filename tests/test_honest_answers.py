@@ -78,6 +78,23 @@ def test_forecast_of_a_lagged_model_refuses_another_step(tmp_path, cli):
     assert b"--resample 0.1" in result.stderr
 
 
+def test_forecast_from_too_short_a_history_names_the_file_and_its_length(tmp_path, cli):
+    """A VAR(3) forecasts from 3 samples; a history whose last stretch without missing values
+    has 2 (a gap two rows before its end) is refused naming the file and what it has."""
+    x = np.random.default_rng(1).standard_normal((100, 2)).cumsum(axis=0) * 0.1
+    data = tmp_path / "d.csv"
+    pd.DataFrame({"t": np.arange(100) * 0.1, "a": x[:, 0], "b": x[:, 1]}).to_csv(data, index=False)
+    model = tmp_path / "var.dynid"
+    assert cli("fit", data, "--model", "var", "-p", "order=3", "-o", model, "-q").returncode == 0
+    x[-3, 0] = np.nan
+    gappy = tmp_path / "gappy.csv"
+    pd.DataFrame({"t": np.arange(100) * 0.1, "a": x[:, 0], "b": x[:, 1]}).to_csv(gappy, index=False)
+    result = cli("forecast", model, gappy, "--horizon", "5")
+    assert result.returncode == 3 and result.stdout == b""
+    assert (b"gappy.csv: the var model forecasts from the last 3 samples; the last trial (or stretch "
+            b"without missing values) has 2") in result.stderr
+
+
 def test_score_reports_diverged_rollouts_instead_of_a_number():
     t = np.arange(400) * 0.01
     data = Dataset.from_arrays(np.exp(-t)[:, None] + 1.0, t=t, variables=["x"])
@@ -358,16 +375,29 @@ def test_forecast_that_leaves_the_data_range_fails_with_the_step():
     assert inside.x[-1, 0] < 2 * high - 1
 
 
+def growth_beyond_training(tmp_path):
+    """dx/dt = x fitted on x = e^t, t in [0, 0.99], and data x = e^t, t in [0, 1.99], which go
+    beyond that range: (model, data, model file, data file)."""
+    from dynid.modelfile import describe_fit, save_model
+
+    train_t = np.arange(100) * 0.01
+    model = growing_model(Dataset.from_arrays(np.exp(train_t)[:, None], t=train_t, variables=["x"]))
+    t = np.arange(200) * 0.01
+    data = Dataset.from_arrays(np.exp(t)[:, None], t=t, variables=["x"])
+    data_file, model_file = tmp_path / "growth.csv", tmp_path / "growth.dynid"
+    pd.DataFrame({"t": t, "x": np.exp(t)}).to_csv(data_file, index=False)
+    save_model(model, str(model_file), describe_fit(model, data, seed=0, device="cpu", fit_seconds=0.0))
+    return model, data, model_file, data_file
+
+
 def test_score_counts_rollouts_that_leave_the_data_range_as_diverged(tmp_path, cli):
     """The model dx/dt = x is exact on x = e^t, so every rollout matches the data; but those
     that pass e^0.99 + (e^0.99 - 1) (at t = ln(2 e^0.99 - 1) = 1.4776) have left the training
     range [1, e^0.99] widened by that range on each side, as forecast refuses: diverged from
     that step on, their errors null, not the near-zero RMSE of an exact path."""
-    train_t = np.arange(100) * 0.01
-    model = growing_model(Dataset.from_arrays(np.exp(train_t)[:, None], t=train_t, variables=["x"]))
-    t = np.arange(200) * 0.01
-    data = Dataset.from_arrays(np.exp(t)[:, None], t=t, variables=["x"])
+    model, data, model_file, data_file = growth_beyond_training(tmp_path)
     result = api.score(model, data, horizon=50, starts=5, free_run=1000)
+    assert result["allow_escape"] is False
     # Starts (first forecast rows) s = 1, 38, 75, 113, 150 of 1..150: step k forecasts row
     # s - 1 + k, at t = (s - 1 + k) / 100, escaped from row 148 (t = 1.48 > 1.4776) on: the
     # rollouts from 113 (at step 36) and 150 (at step 1).
@@ -380,16 +410,34 @@ def test_score_counts_rollouts_that_leave_the_data_range_as_diverged(tmp_path, c
     assert result["d_stsp"] is None and result["d_h"] is None
     json.dumps(result, allow_nan=False)
 
-    data_file, model_file = tmp_path / "growth.csv", tmp_path / "growth.dynid"
-    pd.DataFrame({"t": t, "x": np.exp(t)}).to_csv(data_file, index=False)
-    from dynid.modelfile import describe_fit, save_model
-
-    save_model(model, str(model_file), describe_fit(model, data, seed=0, device="cpu", fit_seconds=0.0))
     text = cli("score", model_file, data_file, "--horizon", "50", "--starts", "5", "--free-run", "1000")
     assert text.returncode == 0
     assert b"diverged: 2 of 5 rollouts (first at step 1; 2 left the training data's range" in text.stdout
     assert b"rmse:     diverged" in text.stdout
     assert b"the free run diverged at step 148 (left the training data's range)" in text.stdout
+
+
+def test_score_allow_escape_scores_rollouts_beyond_the_training_range(tmp_path, cli):
+    """--allow-escape, as forecast's: the exact model's rollouts past the training range are
+    scored as they are (near-zero error, none diverged, all valid to the horizon). The free run,
+    which D_stsp and D_H compare with DATA, is bounded by DATA's range [1, e^1.99] widened alike
+    instead: e^(k / 100) leaves it at step k = floor(100 ln(2 e^1.99 - 1)) + 1 = 262."""
+    model, data, model_file, data_file = growth_beyond_training(tmp_path)
+    result = api.score(model, data, horizon=50, starts=5, free_run=1000, allow_escape=True)
+    assert result["allow_escape"] is True
+    assert result["diverged_rollouts"] == 0 and result["escaped_rollouts"] == 0
+    assert result["nrmse"] < 1e-4 and result["rmse_per_step"][0] < 1e-4
+    assert result["valid_prediction_time"] == pytest.approx(0.5) and result["censored_rollouts"] == 5
+    expected = int(np.floor(100 * np.log(2 * np.exp(1.99) - 1))) + 1
+    assert expected == 262
+    assert result["free_run_diverged_step"] == expected and result["free_run_escaped"] is True
+    assert result["d_stsp"] is None and result["d_h"] is None
+
+    text = cli("score", model_file, data_file, "--horizon", "50", "--starts", "5", "--free-run", "1000",
+               "--allow-escape")
+    assert text.returncode == 0
+    assert b"diverged:" not in text.stdout and b"rmse:     diverged" not in text.stdout
+    assert b"the free run diverged at step 262 (left DATA's range)" in text.stdout
 
 
 def test_the_escape_check_skips_constant_and_unobserved_variables():

@@ -13,8 +13,8 @@ from dynid.report.compare import score_model
 from tests.test_report import SVG_XMLNS, check_page, fitted, rotation_data
 
 
-def _test_data() -> Dataset:
-    x = rotation_data(n=80).trials[0].x * 3.0
+def _test_data(n: int = 80, scale: float = 3.0) -> Dataset:
+    x = rotation_data(n=n).trials[0].x * scale
     return dataclasses.replace(Dataset.from_arrays(x, dt=0.1, variables=["x", "y"]), source="test.csv")
 
 
@@ -79,7 +79,10 @@ def test_dsr_measures_join_the_table_and_rank_the_exact_model_first():
     from dynid.metrics.dsr import power_spectrum_distance, state_space_divergence
     from dynid.report.dynamics import free_run
 
-    train, test = rotation_data(), _test_data()
+    from dynid.metrics.dsr import spectrum_min_length
+
+    # D_H needs a trial of spectrum_min_length() samples (320): 400, in the training range.
+    train, test = rotation_data(), _test_data(n=400, scale=1.0)
     models = [("exact.dynid", fitted(data=train)), ("worse.dynid", _damped(train))]
     page = build_report(models, [], test)
     check_page(page)
@@ -95,6 +98,23 @@ def test_dsr_measures_join_the_table_and_rank_the_exact_model_first():
     # The damped model's free run decays to the origin: its geometry and spectrum are further off.
     assert values["exact.dynid"][0] < values["worse.dynid"][0]
     assert values["exact.dynid"][1] < values["worse.dynid"][1]
+    # On 80 samples the spectra's smoothing spans every frequency: no D_H, D_stsp as before.
+    short = _test_data(scale=1.0)
+    assert short.trials[-1].n_samples < spectrum_min_length()
+    dsr = score_model("exact.dynid", models[0][1], short, steps=20).dsr
+    assert dsr["D_H"] is None and dsr["D_stsp"] is not None
+
+
+def test_a_free_run_that_leaves_the_training_range_has_no_dsr_measures():
+    """A rotation growing 2 % a step (0.99 x 1.03) leaves the training range widened by that
+    range (about [-3, 3]) within about 60 steps of the 2000-step free run; D_stsp would read only
+    the part inside the data's box, so neither measure is given, as score gives none."""
+    train, test = rotation_data(), _test_data(n=400, scale=1.0)
+    growing = fitted(data=train)
+    growing.model.A_ = growing.model.A_ * 1.03
+    dsr = score_model("growing.dynid", growing, test, steps=20).dsr
+    assert dsr == {"D_stsp": None, "D_H": None}
+    assert score_model("exact.dynid", fitted(data=train), test, steps=20).dsr["D_stsp"] is not None
 
 
 def test_a_vpt_that_lasts_the_whole_window_is_shown_as_a_lower_bound():

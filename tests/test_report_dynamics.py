@@ -87,6 +87,8 @@ def test_the_portrait_marks_divergence_by_forecast_and_score_rule():
     page = build_report([("m.dynid", model_file)], [], data)
     check_page(page)
     assert f"The free run diverges at step {expected} " in page
+    # The spectra, of the same run, stop where the portrait does.
+    assert f"its spectrum is of the {expected - 1} steps before" in page
     model.data_range_ = None  # an older model file: only leaving the finite numbers counts
     assert free_run_divergence(model, run) is None
 

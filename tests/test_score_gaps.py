@@ -103,8 +103,10 @@ def test_a_model_that_takes_missing_values_scores_the_gaps_as_they_are(cli, file
     assert result.returncode == 0, result.stderr
     found = json.loads(result.stdout)
     assert found["missing_targets"] == len(MISSING) and found["rmse"] is not None
-    # The free run's references: the complete rows, and the longest gap-free stretch (rows 0-22).
-    assert found["d_stsp"] is not None and 0 <= found["d_h"] <= 1
+    # The free run's references: the complete rows, and the longest gap-free stretch (rows
+    # 0-22), too short for a resolved spectrum (spectrum_min_length, 320): no D_H.
+    assert found["d_stsp"] is not None and found["d_h"] is None
+    assert found["free_run_diverged_step"] is None
 
 
 def test_a_diverged_prediction_is_invalid_where_the_target_is_missing():

@@ -174,6 +174,22 @@ def test_max_time_stops_with_the_best_weights_and_says_so(capsys):
     assert captured.out == "" and captured.err.startswith("--max-time 0.05 s reached")
 
 
+def test_max_time_spent_before_the_first_epoch_still_trains_one():
+    """A deadline passed before training starts (setting up a large fit can take it all) stops
+    the session after its first epoch, never with the initial weights; later calls in the
+    session, and a resumed one, stop at once."""
+    recorder = Recorder()
+    session = TrainingSession(TrainingOptions(max_time_s=1e-9, progress=recorder))
+    time.sleep(1e-3)
+    model = Descent()
+    result = train(model, TrainingConfig(max_epochs=10), session)
+    assert result.epochs == 1 and result.stopped == "max_time" and len(model.seen) == 1
+    assert float(model.w) == pytest.approx(0.4)  # one step from 0 towards 2 at rate 0.1
+    assert "at epoch 1" in recorder.notices[0]
+    again = train(Descent(), TrainingConfig(max_epochs=10), session)
+    assert again.epochs == 0 and again.stopped == "max_time"
+
+
 def test_divergence_is_a_computation_error():
     from dynid.errors import ComputationError
 

@@ -177,7 +177,7 @@ _GROUPS: dict[str, tuple[type, list[inspect.Parameter]]] = {
     "training": (
         TrainingFlags,
         [
-            _option(Optional[float], None, "--max-time", help="Stop training after this many seconds, keeping the best weights so far (esn: stop its search over reservoir candidates, keeping the best scored so far).", panel=RUN_PANEL),
+            _option(Optional[float], None, "--max-time", help="Stop training after this many seconds (after the first epoch at least), keeping the best weights so far (esn: stop its search over reservoir candidates, keeping the best scored so far).", panel=RUN_PANEL),
             _option(Optional[str], None, "--checkpoint", help="Directory for training checkpoints (written every minute and at the end).", panel=RUN_PANEL),
             _option(bool, False, "--resume", help="Continue training from the checkpoints in --checkpoint DIR; with --each, skip inputs whose output exists and reads back whole.", panel=RUN_PANEL),
             _option(Optional[int], None, "--threads", help="torch threads for training [default: 1, fastest for dynid's small networks].", panel=RUN_PANEL),

@@ -24,10 +24,11 @@ def score(
     paths: Annotated[list[str], typer.Argument(metavar="MODEL... DATA", help="One or more .dynid model files ('-' = one model on stdin), then the data to roll out on ('-' = stdin); with --each, one MODEL, then each DATA is a job.")],
     horizon: Annotated[int, typer.Option("--horizon", "-n", min=1, help="Steps per rollout.")] = 50,
     starts: Annotated[int, typer.Option("--starts", min=1, help="Number of rollout start points, spread evenly over DATA.")] = 20,
-    lyapunov: Annotated[Optional[float], typer.Option("--lyapunov", help="Largest Lyapunov exponent (1/time): also report VPT in Lyapunov times.")] = None,
-    free_run: Annotated[Optional[int], typer.Option("--free-run", min=0, help="Samples in the free run from the start of DATA that D_stsp and D_H compare with DATA [default: max(samples in DATA, 10000)]; 0 = none.")] = None,
+    lyapunov: Annotated[Optional[float], typer.Option("--lyapunov", help="Largest Lyapunov exponent (1/time, positive): also report VPT in Lyapunov times.")] = None,
+    free_run: Annotated[Optional[int], typer.Option("--free-run", min=0, help="Samples in the free run from the start of DATA that D_stsp and D_H compare with DATA [default: max(samples in DATA, 10000); models with inputs: as far as the first trial's inputs go, beyond which they would be held at their last value]; 0 = none.")] = None,
     estimate_lyapunov: Annotated[bool, typer.Option("--estimate-lyapunov", help="Also estimate the model's Lyapunov spectrum (QR method on its own orbit); VPT in Lyapunov times then uses its largest exponent unless --lyapunov is given.")] = False,
     lyapunov_steps: Annotated[int, typer.Option("--lyapunov-steps", min=100, help="Samples of the model's orbit that --estimate-lyapunov averages over (after 2000 transient samples).")] = 20000,
+    allow_escape: Annotated[bool, typer.Option("--allow-escape", help="Score rollouts and the free run even where they leave the training data's range widened by that range on each side (by default they have diverged there: counted, their errors null), for systems that grow, are unstable or are scored on data beyond that range. Non-finite values diverge still.")] = False,
     *,
     data: DataOptions,
     out: Output,
@@ -36,13 +37,13 @@ def score(
 
     VPT: the first time the RMS over variables of the error divided by each variable's standard deviation in DATA exceeds 0.4, averaged over the rollouts (">=" when some rollouts were still valid at the horizon).
 
-    A rollout that leaves the finite numbers, or the training data's range widened by that range on each side (a path forecast refuses unless --allow-escape), has diverged from that step on: it is counted ("diverged_rollouts", of which "escaped_rollouts" by the range), it ends its valid prediction time, and the errors it enters are undefined (null in JSON); a free run that does has no D_stsp or D_H.
+    A rollout that leaves the finite numbers, or the training data's range widened by that range on each side (a path forecast refuses unless --allow-escape), has diverged from that step on: it is counted ("diverged_rollouts", of which "escaped_rollouts" by the range), it ends its valid prediction time, and the errors it enters are undefined (null in JSON); a free run that does has no D_stsp or D_H. With --allow-escape, as forecast's, a rollout diverges only where it leaves the finite numbers ("allow_escape": true in JSON), and the free run where it leaves those or DATA's range widened alike (D_stsp bins on DATA's range and drops what lies beyond).
 
     Missing values in DATA: models that take them (Kalman-type, slds) see the gaps as they are, others NaN-free segments (or --nan). A missing target is skipped, not an error: the errors are over the observed targets, VPT judges only the steps with one, and "missing_targets" counts those skipped.
 
     D_stsp (state-space divergence): KL(p_data || p_model) between histograms of DATA and of the free run, 30 bins per variable on [min - 0.1 sd, max + 0.1 sd] of DATA, each smoothed as (count + 1e-5) / (total + 1e-5 * cells); with more than 5 variables, between Gaussian mixtures (unit variance on standardised data) centred on 10,000 samples of each, by Monte Carlo. 0 for identical distributions; two independent 50,000-sample runs of Lorenz-63 differ by about 0.1, two 10,000-sample runs by 0.4 to 1.5.
 
-    D_H (power-spectrum distance): the mean over variables of the Hellinger distance between the power spectra of DATA's longest trial and of the free run, each variable standardised, smoothed by a Gaussian of 20 frequency bins and normalised; in [0, 1], 0 for equal spectra.
+    D_H (power-spectrum distance): the mean over variables of the Hellinger distance between the power spectra of DATA's longest trial and of the free run, each variable standardised, smoothed by a Gaussian of 20 frequency bins and normalised; in [0, 1], 0 for equal spectra; undefined (null) when that trial has fewer than 320 samples, whose frequency grid the smoothing would flatten.
 
     --estimate-lyapunov: the QR (Benettin) method along the model's own orbit from the start of DATA, with its analytic Jacobians where the backend has them (esn), else forward differences of its map on its state (the last samples it forecasts from); as many exponents as variables, largest first, in 1/time units, with standard errors and the Kaplan-Yorke dimension.
     """
@@ -67,7 +68,7 @@ def score(
             loaded_data[key] = options.load([data_file], nan_default=key[1], out=out)
         result = api.score(model, loaded_data[key], horizon=horizon, starts=starts, lyapunov=lyapunov,
                            free_run=free_run, estimate_lyapunov=estimate_lyapunov,
-                           lyapunov_steps=lyapunov_steps)
+                           lyapunov_steps=lyapunov_steps, allow_escape=allow_escape)
         results.append({"kind": result["kind"], "model": path, "backend": model.name, **result})
     if len(results) == 1:
         if out.json_mode:
@@ -109,10 +110,12 @@ def _text(result: dict[str, Any]) -> str:
             f"(first at step {result['first_divergence_step']}{escaped}); errors are undefined"
         )
     if "free_run_steps" in result:
-        lines.append(f"free run: {result['free_run_steps']} steps; d_stsp {_number(result['d_stsp'])}, "
-                     f"d_h {_number(result['d_h'])}")
+        lines.append(f"free run: {result['free_run_steps']} steps; d_stsp {_measure(result, 'd_stsp')}, "
+                     f"d_h {_measure(result, 'd_h')}")
         if result["free_run_diverged_step"] is not None:
-            where = " (left the training data's range)" if result["free_run_escaped"] else ""
+            # --allow-escape bounds the free run by DATA's range, where D_stsp and D_H see it.
+            whose = "DATA's" if result["allow_escape"] else "the training data's"
+            where = f" (left {whose} range)" if result["free_run_escaped"] else ""
             lines.append(f"the free run diverged at step {result['free_run_diverged_step']}{where}")
     if "lyapunov_state_dimension" in result:
         exponents = result["lyapunov_exponents"]
@@ -140,7 +143,7 @@ def _table(results: list[dict[str, Any]]) -> str:
         if in_lyapunov_times:
             row.append(f"{bound}{r['valid_prediction_time_lyapunov']:.4g}")
         if free_run:
-            row += [_number(r["d_stsp"]), _number(r["d_h"])]
+            row += [_measure(r, "d_stsp"), _measure(r, "d_h")]
         if estimated:
             row.append(_number(r["lyapunov_exponents"][0] if r["lyapunov_exponents"] else None))
         row.append(f"{r['diverged_rollouts']}/{r['starts']}")
@@ -154,3 +157,11 @@ def _table(results: list[dict[str, Any]]) -> str:
 
 def _number(value: Optional[float]) -> str:
     return "diverged" if value is None else f"{value:.6g}"
+
+
+def _measure(result: dict[str, Any], name: str) -> str:
+    """A free-run measure: null is "diverged" where the run diverged, else "undefined" (d_h on
+    irregular or short data, d_stsp without complete samples)."""
+    if result[name] is None and result["free_run_diverged_step"] is None:
+        return "undefined"
+    return _number(result[name])

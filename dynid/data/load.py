@@ -366,9 +366,15 @@ def _table_trials(
         )
     segments = true_runs(~bad_rows)
     trials = [Trial(t[a:b], x[a:b], None if u is None else u[a:b]) for a, b in segments if b - a >= 2]
+    # A complete row between two missing ones is a segment of one sample, no trial: dropped too.
+    alone = sum(1 for a, b in segments if b - a == 1)
+    lone_rows = f": {int(bad_rows.sum())} with missing values, {alone} alone between them" if alone else ""
+    # Rows dropped at the end move the end a forecast continues from: said, with both times.
+    ends_early = (f"; its data end at t = {trials[-1].t[-1]:g}, before its last row (t = {t[-1]:g})"
+                  if trials and trials[-1].n_samples and trials[-1].t[-1] < t[-1] else "")
     notes.append(
         f"{where}: missing values split it into {len(trials)} segment(s)"
-        f" (dropped {int(bad_rows.sum())} rows)"
+        f" (dropped {int(bad_rows.sum()) + alone} rows{lone_rows}){ends_early}"
     )
     return trials
 

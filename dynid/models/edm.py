@@ -202,8 +202,10 @@ class EDM(Backend):
         candidates = [(E, tau) for E in dimensions for tau in (taus if E > 1 else taus[:1])
                       if (E - 1) * tau < longest // 4]
         if not candidates:
-            raise DataError(f"the edm model needs trials longer than 4 (E - 1) tau samples; "
-                            f"the longest has {longest}")
+            # Kept: (E - 1) tau < longest // 4, so the least embedding needs 4 ((E - 1) tau + 1).
+            span = min((E - 1) * tau for E in dimensions for tau in taus)
+            raise DataError(f"the edm model needs a trial of at least 4 ((E - 1) tau + 1) = "
+                            f"{4 * (span + 1)} samples; the longest has {longest}")
         by_embedding: dict[tuple[int, int], float] = {}
         for E, tau in candidates:
             library = _library(trials_z, E, tau)

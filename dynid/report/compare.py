@@ -10,10 +10,10 @@ import numpy as np
 
 from dynid.data.dataset import Dataset
 from dynid.errors import DynidError
-from dynid.metrics.dsr import power_spectrum_distance, state_space_divergence
+from dynid.metrics.dsr import power_spectrum_distance, spectrum_min_length, state_space_divergence
 from dynid.metrics.forecast import VPT_THRESHOLD, normalised_error, nrmse, valid_prediction_time
 from dynid.modelfile import ModelFile
-from dynid.report.dynamics import MAX_RESIDUALS, free_run, one_step_residuals
+from dynid.report.dynamics import MAX_RESIDUALS, free_run, free_run_divergence, one_step_residuals
 from dynid.report.forecast import (
     HeldOutForecast, default_steps, forecast_figures, held_out_forecast, seen_in_fitting,
 )
@@ -61,12 +61,19 @@ def parameter_count(model_file: ModelFile) -> int:
 
 def dsr_scores(model_file: ModelFile, data: Dataset) -> dict[str, float | None]:
     """Each DSR measure of the last trial of ``data`` against a long free run of the model
-    (None where the run diverged)."""
+    (None where the run diverged by forecast's and score's rule, ``free_run_divergence``, and
+    D_H where the trial is too short for a resolved spectrum, as score's)."""
     trial = data.trials[-1]
-    run = free_run(model_file.model, trial)
-    finite = bool(np.all(np.isfinite(run)))
-    return {column: float(measure(trial.x, run)) if finite else None
-            for column, measure in DSR_MEASURES.items()}
+    model = model_file.model
+    run = free_run(model, trial)
+    # D_stsp drops the samples beyond the data's box: an escaped run would read well.
+    if free_run_divergence(model, run) is not None:
+        return dict.fromkeys(DSR_MEASURES)
+    scores: dict[str, float | None] = {column: float(measure(trial.x, run))
+                                       for column, measure in DSR_MEASURES.items()}
+    if trial.n_samples < spectrum_min_length():
+        scores["D_H"] = None
+    return scores
 
 
 def score_model(
@@ -144,7 +151,10 @@ def comparison_section(
             "above 0.4 of the standard deviation) of one free forecast of the held-out window. "
             "Errors are normalised by each variable's standard deviation in that trial."
             + (" D_stsp (state-space divergence) and D_H (Hellinger distance of power spectra) "
-               "compare the trial with a long free run of the model; lower is better."
+               "compare the trial with a long free run of the model; lower is better; none "
+               "where the run diverged (left the training data's range widened by that range, as "
+               f"forecast and score check) or, for D_H, on a trial of fewer than "
+               f"{spectrum_min_length()} samples."
                if dsr_columns else "")
         ),
         table(rows, header=header) if rows else note("No model could be scored on these data."),

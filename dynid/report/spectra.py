@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from dynid.report.dynamics import last_trial, runnable, shared_free_run
+from dynid.report.dynamics import free_run_divergence, last_trial, runnable, shared_free_run
 from dynid.report.html import figure, note
 from dynid.report.sections import ModelContext, model_part
 from dynid.report.svg import Series, line_plot
@@ -47,7 +47,10 @@ def _power_spectra(ctx: ModelContext) -> str | None:
     if observed is None:
         return None
     run = shared_free_run(ctx)
-    simulated = welch_spectrum(run, model.dt_)
+    # The phase portrait's rule: a run that has left the training range (even to a bounded
+    # region far off) is the model's no longer; its spectrum is of the steps before.
+    diverged_at = free_run_divergence(model, run)
+    simulated = welch_spectrum(run if diverged_at is None else run[: diverged_at - 1], model.dt_)
     figures = []
     # Both axes logarithmic: the slow oscillations that carry most of the power sit in the
     # first few bins of a linear frequency axis.
@@ -63,6 +66,9 @@ def _power_spectra(ctx: ModelContext) -> str | None:
         f"samples) and of the model's free run of {run.shape[0]} steps"
         + (", driven by the data's inputs." if model.inputs_ else ".")
     )
+    if diverged_at is not None and simulated is not None:
+        caption += (f" The free run diverges at step {diverged_at} (as the phase portrait "
+                    f"says): its spectrum is of the {diverged_at - 1} steps before.")
     if simulated is None:
         caption += " The free run diverges too early for a spectrum of its own."
     return "<div>" + "".join(figures) + "</div>" + note(caption)

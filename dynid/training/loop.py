@@ -117,6 +117,9 @@ class TrainingSession:
         self.torch_generator: torch.Generator = torch.Generator().manual_seed(seed)
         self.numpy_rng = np.random.default_rng(seed % 2**64)  # numpy takes no negative seeds
         self.time_up = False
+        # Epochs trained (or resumed) in this session: the deadline stops none before the
+        # first, so --max-time never leaves a model untrained (its initial weights).
+        self.epochs_trained = 0
         if self.options.checkpoint_dir is not None:
             Path(self.options.checkpoint_dir).mkdir(parents=True, exist_ok=True)
 
@@ -204,7 +207,9 @@ def train(strategy: Trainable, config: TrainingConfig,
     (lowest validation loss; the last state when it has no validation loss).
 
     Stops early when the strategy converges, after ``patience`` epochs without improvement, or
-    at the session's ``--max-time`` deadline (said once per session through its progress).
+    at the session's ``--max-time`` deadline (said once per session through its progress) once
+    the session has trained an epoch (a deadline spent before the first, as on setting up a
+    large fit, would leave the initial weights).
     With ``resume``, continues from this call's checkpoint (a finished call is restored, not
     rerun).
     """
@@ -221,6 +226,7 @@ def train(strategy: Trainable, config: TrainingConfig,
         if stored.meta.get("start") == start:
             counters = _restore(stored, strategy, session)
             resumed_from = counters.epoch
+            session.epochs_trained += counters.epoch
             if counters.stopped is not None:
                 return _result(counters, resumed_from)
     started = last_saved = time.monotonic()
@@ -229,11 +235,12 @@ def train(strategy: Trainable, config: TrainingConfig,
         if counters.epoch >= config.max_epochs:
             counters.stopped = "max_epochs"
             break
-        if session.out_of_time():
+        if session.out_of_time() and session.epochs_trained > 0:
             counters.stopped = "max_time"
             break
         step = strategy.train_step(counters.epoch + 1)
         counters.epoch += 1
+        session.epochs_trained += 1
         if not math.isfinite(step.loss):
             raise ComputationError(f"{config.stage}: training diverged at epoch {counters.epoch}")
         validation = strategy.validation_loss()
