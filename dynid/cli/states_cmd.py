@@ -22,7 +22,10 @@ def states(
     data: DataOptions,
     out: Output,
 ) -> None:
-    """Hidden states of DATA, one row per row: t, (trial,) then state and p_state_K (discrete-state models: Viterbi state, smoothed probabilities) and/or z_K and z_K_sd (smoothed latent means and sds); CSV on stdout or -o (HDF5 by suffix; --json: one JSON document)."""
+    """Hidden states of DATA, one row per row: t, (trial,) then state and p_state_K (discrete-state models: Viterbi state, smoothed probabilities) and/or z_K and z_K_sd (smoothed latent means and sds); CSV on stdout or -o (HDF5 by suffix; --json: one JSON document).
+
+    plrnn, alrnn: z_K alone (a deterministic map: no sds), at each row the latent state a forecast from the data up to that row would start from, in the model's standardised units: the observed latents are the data standardised (z_K = (x_K - mean) / sd; smoothed with -p smoothing), the unobserved ones carried by the model's map under that forcing over the -p warmup samples before; empty for each trial's first warmup rows, too few for a forecast. alrnn adds state: the linear subregion of each row's latent, the binary number the signs of its P piecewise-linear units spell, the code info's symbolic_coding writes ('10' = 2: unit M-P+1 on, M-P+2 off); no p_state_K (the subregion follows from the latent).
+    """
     import numpy as np
 
     from dynid import api
@@ -43,11 +46,15 @@ def states(
             body.update(state=result.state, p_state=result.probabilities)
         out.emit_json(tagged(STATES, body))
         return
-    names = (*result.names, *(f"{name}_sd" for name in result.names))
-    values = np.hstack([result.means, result.sds])
-    if result.state is not None and result.probabilities is not None:
-        discrete = ("state", *(f"p_state_{k}" for k in range(result.probabilities.shape[1])))
-        names, values = (*discrete, *names), np.hstack([result.state[:, None], result.probabilities, values])
+    names, values = result.names, result.means
+    if result.sds is not None:
+        names, values = (*names, *(f"{name}_sd" for name in names)), np.hstack([values, result.sds])
+    if result.state is not None:
+        discrete, columns = ("state",), [result.state[:, None]]
+        if result.probabilities is not None:
+            discrete += tuple(f"p_state_{k}" for k in range(result.probabilities.shape[1]))
+            columns.append(result.probabilities)
+        names, values = (*discrete, *names), np.hstack([*columns, values])
     if dataset.n_trials > 1:
         names, values = ("trial", *names), np.hstack([result.trial[:, None], values])
     write_table(output or "-", time_column, result.t, names, values)

@@ -62,15 +62,17 @@ class LatentStates:
 
     names: the k continuous state columns (``z_0`` ...; none for discrete-state models); t (N,)
     times; trial (N,) trial indices; means (N, k) smoothed means; sds (N, k) their standard
-    deviations. Discrete-state models add state (N,) the most likely state sequence (Viterbi)
-    and probabilities (N, K) the smoothed state probabilities p(z_t = K | all of the trial).
+    deviations, None for deterministic models (no uncertainty to state). Discrete-state models
+    add state (N,) the most likely state sequence (Viterbi) and probabilities (N, K) the
+    smoothed state probabilities p(z_t = K | all of the trial); deterministic models with
+    discrete regions (``alrnn``'s subregions) give state alone.
     """
 
     names: tuple[str, ...]
     t: np.ndarray
     trial: np.ndarray
     means: np.ndarray
-    sds: np.ndarray
+    sds: np.ndarray | None
     state: np.ndarray | None = None
     probabilities: np.ndarray | None = None
 
@@ -376,7 +378,7 @@ class Backend(ABC):
         """The hidden states of ``data`` (``dynid states``); UsageError for models without.
         labels: as ``fit``'s, for backends with ``capabilities.labels``."""
         raise UsageError(
-            f"the {self.name} model has no hidden states; fit a latent-state model (lds, ctlds, clds, hmm, arhmm, slds, gpsde)"
+            f"the {self.name} model has no hidden states; fit a latent-state model (lds, ctlds, clds, hmm, arhmm, slds, gpsde, plrnn, alrnn)"
         )
 
     def predictive(

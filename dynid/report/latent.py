@@ -41,17 +41,22 @@ def _latent_states(ctx: ModelContext) -> str | None:
     t = found.t[first]
     plots = []
     for k, name in enumerate(found.names[:MAX_STATES]):
-        mean, sd = found.means[first, k], found.sds[first, k]
-        plots.append(line_plot(
-            [Series(name, t, mean), Series(f"\u00b1{BAND_SDS:g} sd", t, mean + BAND_SDS * sd, dashed=True),
-             Series("", t, mean - BAND_SDS * sd, dashed=True)],
-            title=name, xlabel="t", height=180,
-        ))
-    caption = (
-        f"smoothed means of {min(len(found.names), MAX_STATES)} of {len(found.names)} latent states "
-        f"(first trial, {int(first.sum())} samples) with \u00b1{BAND_SDS:g} standard deviation bands; "
-        "the latent coordinates are defined up to an invertible linear map"
-    )
+        mean = found.means[first, k]
+        series = [Series(name, t, mean)]
+        if found.sds is not None:
+            sd = found.sds[first, k]
+            series += [Series(f"\u00b1{BAND_SDS:g} sd", t, mean + BAND_SDS * sd, dashed=True),
+                       Series("", t, mean - BAND_SDS * sd, dashed=True)]
+        plots.append(line_plot(series, title=name, xlabel="t", height=180))
+    shown = (f"{min(len(found.names), MAX_STATES)} of {len(found.names)} latent states "
+             f"(first trial, {int(first.sum())} samples)")
+    if found.sds is None:
+        # A deterministic map's states (the RNNs'): no band, which would claim a certainty.
+        caption = (f"{shown} as the model infers them from the data (teacher-forced, standardised "
+                   "units); deterministic, so without uncertainty bands")
+    else:
+        caption = (f"smoothed means of {shown} with \u00b1{BAND_SDS:g} standard deviation bands; "
+                   "the latent coordinates are defined up to an invertible linear map")
     return figure("".join(plots), caption)
 
 

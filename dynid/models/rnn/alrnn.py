@@ -36,7 +36,7 @@ if TYPE_CHECKING:
 
     from dynid.models.rnn.cells import LatentCell
 
-__all__ = ["ALRNN", "ALRNNParams", "symbolic_coding"]
+__all__ = ["ALRNN", "ALRNNParams", "region_codes", "symbolic_coding"]
 
 
 @dataclass(frozen=True)
@@ -78,13 +78,24 @@ class ALRNN(GTFBackend):
     def _region_metrics(self, slopes: np.ndarray) -> dict[str, Any]:
         return {"symbolic_coding": symbolic_coding(slopes)}
 
+    def _region_codes(self, z: torch.Tensor) -> np.ndarray:
+        """The subregion (T,) of each latent state z (T, M): the binary number its code in
+        ``symbolic_coding`` spells ("10" = 2: unit M-P+1 on, M-P+2 off); NaN where z is."""
+        numbers = [int(code, 2) for code in region_codes(self.cell_.slopes(z).numpy())]
+        return np.where(np.isnan(z.numpy()).any(axis=1), np.nan, np.array(numbers, dtype=float))
+
+
+def region_codes(slopes: np.ndarray) -> list[str]:
+    """The code of each subregion of slopes (T, P) in {0, 1}: the P units' signs, "10" for
+    unit M-P+1 on and M-P+2 off."""
+    return ["".join("1" if s > 0 else "0" for s in row) for row in slopes]
+
 
 def symbolic_coding(slopes: np.ndarray) -> str:
     """The subregion sequence of slopes (T, P) in {0, 1}, run-length compressed: "10*35 11*12"
     is 35 steps with only the first ReLU unit on, then 12 with both on."""
-    codes = ["".join("1" if s > 0 else "0" for s in row) for row in slopes]
     runs: list[list[Any]] = []
-    for code in codes:
+    for code in region_codes(slopes):
         if runs and runs[-1][0] == code:
             runs[-1][1] += 1
         else:

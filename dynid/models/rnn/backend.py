@@ -1,6 +1,7 @@
 """What ``plrnn`` and ``alrnn`` share: the hyperparameters of GTF training, the fit through the
-shared training loop, forecasts from a teacher-forced warm-up, the model-file arrays and the
-linear subregions the model visits.
+shared training loop, forecasts from a teacher-forced warm-up, the states of a recording (at
+each sample, the state that warm-up gives a forecast from there), the model-file arrays and
+the linear subregions the model visits.
 
 Data are standardised per variable (inputs too); the first N of the M latents are the
 observations (identity read-out), the other M - N are free and inferred from the history.
@@ -15,6 +16,7 @@ states (as in the AL-RNN's training).
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -26,6 +28,7 @@ from dynid.models.base import (
     Backend,
     Capabilities,
     Hyperparameters,
+    LatentStates,
     StepMap,
     expect_array,
     param,
@@ -37,6 +40,10 @@ if TYPE_CHECKING:
 
     from dynid.models.rnn.cells import LatentCell
     from dynid.models.rnn.gtf import Series
+
+# Histories per batch of ``states``' warm-ups: bounds the memory of long records
+# (STATES_CHUNK * warmup * M floats, twice: predictions and forced states).
+STATES_CHUNK = 4096
 
 # The arrays of a model file that are not the cell's weights.
 _STANDARDISATION_AND_REGION = frozenset(
@@ -145,7 +152,7 @@ class GTFBackend(Backend):
                             f"many latents as variables ({self.n_variables})")
         self.mean_, self.scale_ = self._standardiser(data, "x")
         self.input_mean_, self.input_scale_ = self._standardiser(data, "u")
-        trials = [self._standardised(trial) for trial in data.trials]
+        trials = [self._standardised(trial.x, trial.u) for trial in data.trials]
         longest = max(len(x) for x, _, _ in trials)
         warmup = self.warmup
         fit_part, held_out = block_split([np.hstack(t) for t in trials], params.validation,
@@ -195,17 +202,87 @@ class GTFBackend(Backend):
         scaling = Standardiser.of(values)
         return scaling.mean, scaling.scale
 
-    def _standardised(self, trial: Trial) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """(x, forcing signals, u) of ``trial`` in standardised units."""
-        x = (trial.x - self.mean_) / self.scale_
-        u = (np.zeros((len(x), 0)) if trial.u is None
-             else (trial.u - self.input_mean_) / self.input_scale_)
+    def _standardised(self, x: np.ndarray, u: np.ndarray | None
+                      ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """(x, forcing signals, u) in standardised units of samples x (..., T, N) and inputs
+        u (..., T, m) or None (no inputs: u (..., T, 0)); the smoothing runs along T."""
+        x = (x - self.mean_) / self.scale_
+        u = (np.zeros((*x.shape[:-1], 0)) if u is None
+             else (u - self.input_mean_) / self.input_scale_)
         window = self.params.smoothing  # type: ignore[attr-defined]
-        if not window or len(x) < window:
+        if not window or x.shape[-2] < window:
             return x, x, u
         from scipy.signal import savgol_filter  # seconds to import: only when asked for
 
-        return x, savgol_filter(x, window, 2, axis=0), u
+        return x, savgol_filter(x, window, 2, axis=-2), u
+
+    def _start_states(self, x: np.ndarray, u: np.ndarray | None) -> torch.Tensor:
+        """The latent states (B, M) (standardised units) at the ends of B histories x (B, W, N)
+        and inputs u (B, W, m) or None, in data units: the teacher-forced warm-up over their
+        forcing signals (``infer_state``). What a forecast starts from (W = history_length),
+        and what ``states`` reports at each sample."""
+        import torch
+
+        from dynid.models.rnn.gtf import infer_state
+
+        _, d, u = self._standardised(x, u)
+        with torch.no_grad():
+            return infer_state(self.cell_, torch.as_tensor(d, dtype=torch.float32),
+                               torch.as_tensor(u, dtype=torch.float32))
+
+    @staticmethod
+    def _batch_of_one(trial: Trial) -> tuple[np.ndarray, np.ndarray | None]:
+        """``trial``'s samples (1, T, N) and inputs (1, T, m) or None, for ``_start_states``."""
+        return trial.x[None], None if trial.u is None else trial.u[None]
+
+    def states(self, data: Dataset, labels: list[np.ndarray] | None = None) -> LatentStates:
+        """The latent trajectory behind ``data`` (``dynid states``): at each sample, the state
+        (M,) a forecast from the samples up to it starts from (``_start_states`` over the
+        ``history_length`` samples ending there). So the observed latents z_k, k < N, are the
+        forcing signals (x_k - mean_k) / scale_k (smoothed with ``smoothing``) and the others
+        are carried by the model's map under that forcing. Standardised units; NaN at each
+        trial's first ``warmup`` samples (too few for a forecast); no sds, the map being
+        deterministic. ``state``: each sample's subregion, where the subclass numbers them
+        (``_region_codes``). labels: refused by ``api.states`` (no ``capabilities.labels``)."""
+        self._check_fitted()
+        latents = [self._trial_states(trial) for trial in data.trials]
+        codes = [self._region_codes(z) for z in latents]
+        return LatentStates(
+            names=tuple(f"z_{k}" for k in range(self.latent)),
+            t=np.concatenate([trial.t for trial in data.trials]),
+            trial=np.concatenate([np.full(trial.n_samples, k)
+                                  for k, trial in enumerate(data.trials)]),
+            means=np.concatenate([z.numpy() for z in latents]).astype(float),
+            sds=None,
+            state=None if codes[0] is None else np.concatenate(codes),  # type: ignore[arg-type]
+        )
+
+    def _trial_states(self, trial: Trial) -> torch.Tensor:
+        """``states``' latents (T, M) of one trial, NaN where fewer than ``history_length``
+        samples lead up to a row; the histories in chunks of ``STATES_CHUNK``."""
+        import torch
+        from numpy.lib.stride_tricks import sliding_window_view
+
+        width = self.history_length
+        found = torch.full((trial.n_samples, self.latent), math.nan)
+
+        def histories(a: np.ndarray) -> np.ndarray:  # (T - width + 1, width, .), no copy
+            return sliding_window_view(a, width, axis=0).swapaxes(1, 2)
+
+        if trial.n_samples < width:
+            return found
+        x = histories(trial.x)
+        u = histories(trial.u) if self.inputs_ and trial.u is not None else None
+        for first in range(0, len(x), STATES_CHUNK):
+            part = slice(first, first + STATES_CHUNK)
+            z = self._start_states(x[part], None if u is None else u[part])
+            found[width - 1 + first: width - 1 + first + len(z)] = z
+        return found
+
+    def _region_codes(self, z: torch.Tensor) -> np.ndarray | None:
+        """The subregion (T,) of each latent state z (T, M) as a number, NaN where z is NaN;
+        None for cells whose subregions ``states`` does not number."""
+        return None
 
     def _region_summary(self, data: Series) -> dict[str, Any]:
         """The subregions the teacher-forced training data visit (the dominant one kept for
@@ -236,22 +313,19 @@ class GTFBackend(Backend):
                   ) -> np.ndarray:
         import torch
 
-        from dynid.models.rnn.gtf import infer_state, rollout
+        from dynid.models.rnn.gtf import rollout
 
         window = history.slice(history.n_samples - self.history_length)
-        x, d, u = self._standardised(window)
+        z = self._start_states(*self._batch_of_one(window))
         if self.inputs_:
             future = (np.asarray(future_inputs) - self.input_mean_) / self.input_scale_
-            u_run = np.vstack([u[-1:], future[:-1]])
+            last = (window.u[-1:] - self.input_mean_) / self.input_scale_  # type: ignore[index]
+            u_run = np.vstack([last, future[:-1]])
         else:
             u_run = np.zeros((steps, 0))
-
-        def tensor(a: np.ndarray) -> torch.Tensor:
-            return torch.as_tensor(a[None], dtype=torch.float32)
-
         with torch.no_grad():
-            z = infer_state(self.cell_, tensor(d), tensor(u))
-            run = rollout(self.cell_, z, steps, tensor(u_run))[0][0, :, : self.n_variables]
+            run = rollout(self.cell_, z, steps, torch.as_tensor(u_run[None], dtype=torch.float32)
+                          )[0][0, :, : self.n_variables]
         return run.numpy().astype(float) * self.scale_ + self.mean_
 
     def step_map(self, history: Trial) -> StepMap:
@@ -259,8 +333,6 @@ class GTFBackend(Backend):
         started from the state inferred over the history, with its analytic Jacobian
         diag(A) + (coupling in z's subregion)."""
         import torch
-
-        from dynid.models.rnn.gtf import infer_state
 
         self._check_fitted()
         if self.inputs_:
@@ -277,10 +349,8 @@ class GTFBackend(Backend):
                 return self.cell_.jacobian(torch.as_tensor(z, dtype=torch.float32)).numpy(
                 ).astype(float)
 
-        _, d, u = self._standardised(history.slice(history.n_samples - self.history_length))
-        with torch.no_grad():
-            start = infer_state(self.cell_, torch.as_tensor(d[None], dtype=torch.float32),
-                                torch.as_tensor(u[None], dtype=torch.float32))[0]
+        start = self._start_states(*self._batch_of_one(
+            history.slice(history.n_samples - self.history_length)))[0]
         return StepMap(state=start.numpy().astype(float), step=step, jacobian=jacobian)
 
     def eigenvalues(self) -> np.ndarray | None:
