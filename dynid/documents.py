@@ -75,9 +75,11 @@ SHAPES: Final[dict[str, tuple[str, str]]] = {
         "dynid states --json",
         '"time_column", "time_origin": ISO-8601 or null, "states": ["z_0", ...], "t": [N times], '
         '"trial": [N trial indices], "z": [N rows of smoothed latent means], "z_sd": [N rows of '
-        "their standard deviations] (empty rows for discrete-state models), and for discrete-state "
-        'models "state": [N most likely states (Viterbi)], "p_state": [N rows of smoothed state '
-        "probabilities]; one row per row of DATA",
+        "their standard deviations] (empty rows for discrete-state models; null for the "
+        'deterministic plrnn and alrnn), and for discrete-state models "state": [N most likely '
+        'states (Viterbi)], "p_state": [N rows of smoothed state probabilities] (alrnn: "state" '
+        'the linear subregion, "p_state" null); one row per row of DATA; null where nothing is '
+        "inferred (plrnn, alrnn: a trial's first warmup rows)",
     ),
     SYMBOLIC: (
         "dynid symbolic --json (or --format json)",
