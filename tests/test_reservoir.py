@@ -19,7 +19,7 @@ from dynid.models.reservoir.esn import (
     INPUT_SCALINGS, LEAKS, ESN, ESNParams, ReservoirChoice, ReservoirSetting,
 )
 from dynid.models.reservoir.ngrc import NGRC, NGRCParams, ngrc_features
-from dynid.errors import ComputationError
+from dynid.errors import ComputationError, DataError
 from dynid.models.reservoir import readout
 from dynid.models.reservoir.readout import (
     RIDGE_GRID, Design, FreeRun, gate_steps, select_readout,
@@ -357,3 +357,28 @@ def test_a_free_run_that_drifts_off_after_three_data_lengths_is_refused(monkeypa
     assert [score.admissible for score in scores] == [False, True]
     monkeypatch.setattr(readout, "GEOMETRY_LENGTHS", 3)
     assert select_readout(["drifts", "steady"], design, None, reference)[0] == "drifts"
+
+
+@pytest.mark.parametrize("backend, params, n, rows, hint", [
+    ("esn", ["washout=148"], 150, 1, "lower -p washout to at most 144"),
+    ("ngrc", [], 23, 2, "give smaller -p delays and -p skip"),
+])
+def test_a_record_too_short_for_the_readout_says_what_to_lower(cli, tmp_path, backend, params, n,
+                                                                  rows, hint):
+    """A washout of 148 (the esn) or the widest lags' 20 samples (ngrc) leave n - 149 and
+    n - 21 rows; the ridge's five held-out blocks need five. It failed inside the
+    cross-validation with "the read-out needs at least 2 training rows, the data give 0"."""
+    path = tmp_path / "short.csv"
+    np.savetxt(path, lorenz(n), delimiter=",", header="x,y,z", comments="")
+    args = [a for p in params for a in ("-p", p)]
+    result = cli("fit", path, "--model", backend, *args, "--dt", DT, "-o", tmp_path / "m.dynid")
+    message = result.stderr.decode()
+    assert result.returncode == 3 and message.count("\n") == 1, message
+    assert f"give {rows}, and the read-out needs at least 5: {hint}" in message
+
+
+def test_the_largest_washout_the_message_allows_leaves_the_readout_enough_rows():
+    settings = dict(units=20, spectral_radius=0.9, leak=1.0, input_scaling=0.5)
+    ESN(ESNParams(washout=144, **settings)).fit(as_data(lorenz(150)), seed=0)
+    with pytest.raises(DataError, match="give 4, and the read-out needs at least 5"):
+        ESN(ESNParams(washout=145, **settings)).fit(as_data(lorenz(150)), seed=0)

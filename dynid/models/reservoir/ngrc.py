@@ -40,8 +40,11 @@ from dynid.models.reservoir.denoise import stored_smoothing, training_states
 from dynid.models.reservoir.readout import (
     Design,
     Standardiser,
+    design_rows,
     held_out_starts,
     longest,
+    min_design_rows,
+    row_count,
     select_readout,
     setting_metrics,
     valid_steps,
@@ -157,12 +160,15 @@ class NGRC(Backend):
                                               params.denoise)
         candidates = params.lag_candidates()
         first = max((k - 1) * s for k, s in candidates)  # every candidate fits the same rows
-        where = [(i, t) for i, z in enumerate(trials_z) for t in range(first, len(z) - 1)]
-        if not where:
+        lengths = [len(z) for z in trials_z]
+        rows, need = row_count(lengths, first), min_design_rows(len(candidates), params.ridge)
+        if rows < need:
             raise DataError(
-                f"the ngrc model needs a trial longer than {first + 1} samples (delays, skip)"
-            )
-        row_trial, row_t = np.array(where).T
+                f"the ngrc's delays and skip start its features {first} samples into a trial, "
+                f"which leaves the read-out n - {first + 1} training rows in a trial of n samples; "
+                f"the data give {rows}, and the read-out needs at least {need}: give smaller "
+                "-p delays and -p skip, or longer trials")
+        row_trial, row_t = design_rows(lengths, first)
         increments = np.vstack([
             z[row_t[row_trial == i] + 1] - z[row_t[row_trial == i]]
             for i, z in enumerate(trials_z)
