@@ -26,6 +26,7 @@ the widest window of history). Clean records stay raw.
 
 from __future__ import annotations
 
+import functools
 import itertools
 from dataclasses import dataclass
 from typing import Any
@@ -100,8 +101,19 @@ def ngrc_features(z: np.ndarray, rows: np.ndarray, delays: int, skip: int) -> np
     ``np.triu_indices`` order. Every row needs t >= (k - 1) s.
     """
     linear = np.concatenate([z[..., rows - j * skip, :] for j in range(delays)], axis=-1)
-    first, second = np.triu_indices(linear.shape[-1])
+    first, second = _monomial_pairs(linear.shape[-1])
     return np.concatenate([linear, linear[..., first] * linear[..., second]], axis=-1)
+
+
+@functools.cache
+def _monomial_pairs(width: int) -> tuple[np.ndarray, np.ndarray]:
+    """``np.triu_indices(width)`` (read-only), computed once per width: a closed-loop run asks
+    for them at every step, and recomputing them took two thirds of the geometry gate's
+    10,000-step runs (13 of 19.5 s of ``ngrc_features``, profiled on a 60-sample record)."""
+    pairs = np.triu_indices(width)
+    for index in pairs:
+        index.flags.writeable = False
+    return pairs
 
 
 def ngrc_rollout(
