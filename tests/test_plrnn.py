@@ -5,6 +5,7 @@ and symbolic coding. The Lorenz-63 goals are measured in benchmarks/plrnn_lorenz
 from __future__ import annotations
 
 import itertools
+import json
 import subprocess
 import sys
 
@@ -458,6 +459,25 @@ def test_checkpoint_and_resume_are_bit_identical(tmp_path, monkeypatch):
     for name, value in whole.arrays().items():
         np.testing.assert_array_equal(resumed.arrays()[name], value, err_msg=name)
     assert resumed.metrics_["alpha"] == whole.metrics_["alpha"]
+
+
+def test_trials_shorter_than_the_smoothing_window_are_said_to_force_raw(tmp_path, cli):
+    """A Savitzky-Golay window cannot span a shorter trial, so that trial forces with raw data;
+    it did so silently."""
+    rows = [(k, t, *x) for k, n in enumerate((200, 20)) for t, x in enumerate(rotation(n))]
+    path = tmp_path / "trials.csv"
+    np.savetxt(path, np.array(rows), delimiter=",", header="trial,t,a,b", comments="")
+    quick = [arg for p in ["epochs=2", "batches=2", "sequence=10", "smoothing=31"]
+             for arg in ("-p", p)]
+    fit = ["fit", path, "--model", "plrnn", *quick, "--trial-column", "trial", "--seed", "0"]
+    fitted = cli(*fit, "-o", tmp_path / "m.dynid", "--json")
+    assert fitted.returncode == 0, fitted.stderr
+    assert ("-p smoothing=31: 1 of 2 trial(s) are shorter than the window (the shortest has 20 "
+            "samples); they force with raw data") in fitted.stderr.decode()
+    assert json.loads(fitted.stdout)["metrics"]["unsmoothed_trials"] == 1
+    spanned = cli(*fit, "-p", "smoothing=19", "-o", tmp_path / "n.dynid", "--json")
+    assert spanned.returncode == 0 and b"smoothing" not in spanned.stderr
+    assert "unsmoothed_trials" not in json.loads(spanned.stdout)["metrics"]
 
 
 # -- the AL-RNN's subregions ------------------------------------------------------------------------

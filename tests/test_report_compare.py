@@ -7,6 +7,7 @@ import re
 
 import numpy as np
 
+from dynid import api
 from dynid.data.dataset import Dataset
 from dynid.report import build_report
 from dynid.report.compare import score_model
@@ -76,9 +77,6 @@ def test_one_model_gets_no_comparison():
 
 
 def test_dsr_measures_join_the_table_and_rank_the_exact_model_first():
-    from dynid.metrics.dsr import power_spectrum_distance, state_space_divergence
-    from dynid.report.dynamics import free_run
-
     from dynid.metrics.dsr import spectrum_min_length
 
     # D_H needs a trial of spectrum_min_length() samples (320): 400, in the training range.
@@ -88,16 +86,10 @@ def test_dsr_measures_join_the_table_and_rank_the_exact_model_first():
     check_page(page)
     header = re.search(r"<thead>(.*?)</thead>", page.split("Model comparison")[2]).group(1)
     assert header.index("VPT") < header.index("D_stsp") < header.index("D_H") < header.index("fit seconds")
-    trial = test.trials[-1]
-    values = {}
-    for name, model_file in models:
-        run = free_run(model_file.model, trial)
-        values[name] = (state_space_divergence(trial.x, run), power_spectrum_distance(trial.x, run))
-        for value in values[name]:
-            assert f"<td class=\"num\">{value:.5g}</td>" in page
+    values = {name: score_model(name, model_file, test, steps=20).dsr for name, model_file in models}
     # The damped model's free run decays to the origin: its geometry and spectrum are further off.
-    assert values["exact.dynid"][0] < values["worse.dynid"][0]
-    assert values["exact.dynid"][1] < values["worse.dynid"][1]
+    assert values["exact.dynid"]["D_stsp"] < values["worse.dynid"]["D_stsp"]
+    assert values["exact.dynid"]["D_H"] < values["worse.dynid"]["D_H"]
     # On 80 samples the spectra's smoothing spans every frequency: no D_H, D_stsp as before.
     short = _test_data(scale=1.0)
     assert short.trials[-1].n_samples < spectrum_min_length()
@@ -105,9 +97,25 @@ def test_dsr_measures_join_the_table_and_rank_the_exact_model_first():
     assert dsr["D_H"] is None and dsr["D_stsp"] is not None
 
 
+def test_the_reports_dsr_measures_are_scores_for_the_same_model_and_data():
+    """One rule (``api.free_run_scores``): the report ran 2,000 steps from the last trial where
+    score runs max(samples, 10,000) from the first, and one model read D_stsp 4.30 in the
+    report and 2.85 in score."""
+    train, test = rotation_data(), _test_data(n=400, scale=1.0)
+    models = [("exact.dynid", fitted(data=train)), ("worse.dynid", _damped(train))]
+    page = build_report(models, [], test)
+    for name, model_file in models:
+        scored = api.score(model_file.model, test)
+        assert scored["free_run_steps"] == 10_000
+        dsr = score_model(name, model_file, test, steps=20).dsr
+        assert dsr == {"D_stsp": scored["d_stsp"], "D_H": scored["d_h"]}
+        for value in dsr.values():
+            assert f"<td class=\"num\">{value:.5g}</td>" in page
+
+
 def test_a_free_run_that_leaves_the_training_range_has_no_dsr_measures():
     """A rotation growing 2 % a step (0.99 x 1.03) leaves the training range widened by that
-    range (about [-3, 3]) within about 60 steps of the 2000-step free run; D_stsp would read only
+    range (about [-3, 3]) within about 60 steps of score's 10,000-step free run; D_stsp would read only
     the part inside the data's box, so neither measure is given, as score gives none."""
     train, test = rotation_data(), _test_data(n=400, scale=1.0)
     growing = fitted(data=train)

@@ -19,7 +19,7 @@ from dynid.models.reservoir.esn import (
     INPUT_SCALINGS, LEAKS, ESN, ESNParams, ReservoirChoice, ReservoirSetting,
 )
 from dynid.models.reservoir.ngrc import NGRC, NGRCParams, ngrc_features
-from dynid.errors import ComputationError
+from dynid.errors import ComputationError, DataError
 from dynid.models.reservoir import readout
 from dynid.models.reservoir.readout import (
     RIDGE_GRID, Design, FreeRun, gate_steps, select_readout,
@@ -105,6 +105,19 @@ def test_ngrc_features_are_delays_then_unique_quadratic_monomials():
     quadratic = [linear[i] * linear[j] for i in range(4) for j in range(i, 4)]
     np.testing.assert_array_equal(features, linear + quadratic)
     assert NGRC(NGRCParams(delays=3, skip=2)).history_length == 5
+
+
+def test_a_closed_loop_run_finds_the_monomial_pairs_once_not_at_every_step(monkeypatch):
+    """Recomputing np.triu_indices at every step was two thirds of the ngrc's geometry-gate
+    runs (6 x 10,000 steps even on a 60-sample record)."""
+    from dynid.models.reservoir.ngrc import ngrc_rollout
+
+    calls = []
+    triu_indices = np.triu_indices
+    monkeypatch.setattr(np, "triu_indices", lambda n: calls.append(n) or triu_indices(n))
+    run = ngrc_rollout(np.zeros((14, 2)), np.full((1, 2), 0.1), np.zeros((3, 2)), 500, 2, 2)
+    np.testing.assert_allclose(run[-1], [50.0, 50.0])  # z grows by the bias alone
+    assert len(calls) <= 1  # none when an earlier run of this width found them
 
 
 def test_a_given_ridge_is_used_and_none_is_chosen_from_the_grid():
@@ -357,3 +370,28 @@ def test_a_free_run_that_drifts_off_after_three_data_lengths_is_refused(monkeypa
     assert [score.admissible for score in scores] == [False, True]
     monkeypatch.setattr(readout, "GEOMETRY_LENGTHS", 3)
     assert select_readout(["drifts", "steady"], design, None, reference)[0] == "drifts"
+
+
+@pytest.mark.parametrize("backend, params, n, rows, hint", [
+    ("esn", ["washout=148"], 150, 1, "lower -p washout to at most 144"),
+    ("ngrc", [], 23, 2, "give smaller -p delays and -p skip"),
+])
+def test_a_record_too_short_for_the_readout_says_what_to_lower(cli, tmp_path, backend, params, n,
+                                                                  rows, hint):
+    """A washout of 148 (the esn) or the widest lags' 20 samples (ngrc) leave n - 149 and
+    n - 21 rows; the ridge's five held-out blocks need five. It failed inside the
+    cross-validation with "the read-out needs at least 2 training rows, the data give 0"."""
+    path = tmp_path / "short.csv"
+    np.savetxt(path, lorenz(n), delimiter=",", header="x,y,z", comments="")
+    args = [a for p in params for a in ("-p", p)]
+    result = cli("fit", path, "--model", backend, *args, "--dt", DT, "-o", tmp_path / "m.dynid")
+    message = result.stderr.decode()
+    assert result.returncode == 3 and message.count("\n") == 1, message
+    assert f"give {rows}, and the read-out needs at least 5: {hint}" in message
+
+
+def test_the_largest_washout_the_message_allows_leaves_the_readout_enough_rows():
+    settings = dict(units=20, spectral_radius=0.9, leak=1.0, input_scaling=0.5)
+    ESN(ESNParams(washout=144, **settings)).fit(as_data(lorenz(150)), seed=0)
+    with pytest.raises(DataError, match="give 4, and the read-out needs at least 5"):
+        ESN(ESNParams(washout=145, **settings)).fit(as_data(lorenz(150)), seed=0)

@@ -3,17 +3,17 @@ and their forecasts overlaid on the data."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import numpy as np
 
+from dynid.api import FREE_RUN_MIN, free_run_scores
 from dynid.data.dataset import Dataset
 from dynid.errors import DynidError
-from dynid.metrics.dsr import power_spectrum_distance, spectrum_min_length, state_space_divergence
+from dynid.metrics.dsr import spectrum_min_length
 from dynid.metrics.forecast import VPT_THRESHOLD, normalised_error, nrmse, valid_prediction_time
 from dynid.modelfile import ModelFile
-from dynid.report.dynamics import MAX_RESIDUALS, free_run, free_run_divergence, one_step_residuals
+from dynid.report.dynamics import MAX_RESIDUALS, one_step_residuals
 from dynid.report.forecast import (
     HeldOutForecast, default_steps, forecast_figures, held_out_forecast, seen_in_fitting,
 )
@@ -25,12 +25,9 @@ HEADER = [
     "model", "backend", "one-step NRMSE", "multi-step NRMSE", "VPT", "fit seconds", "parameters",
     "unseen in fitting",
 ]
-# The dynamical-systems-reconstruction measures by column: each compares the data (n, d) with a
-# long free run of the model (m, d), lower is better (definitions in dynid.metrics.dsr).
-DSR_MEASURES: dict[str, Callable[[np.ndarray, np.ndarray], float]] = {
-    "D_stsp": state_space_divergence,
-    "D_H": power_spectrum_distance,
-}
+# The dynamical-systems-reconstruction measures by column, and the field of ``dynid score`` that
+# gives each (``api.free_run_scores``): lower is better (definitions in dynid.metrics.dsr).
+DSR_MEASURES = {"D_stsp": "d_stsp", "D_H": "d_h"}
 SEEN = {True: "no (training data)", False: "yes", None: "unknown"}
 
 
@@ -60,20 +57,16 @@ def parameter_count(model_file: ModelFile) -> int:
 
 
 def dsr_scores(model_file: ModelFile, data: Dataset) -> dict[str, float | None]:
-    """Each DSR measure of the last trial of ``data`` against a long free run of the model
-    (None where the run diverged by forecast's and score's rule, ``free_run_divergence``, and
-    D_H where the trial is too short for a resolved spectrum, as score's)."""
-    trial = data.trials[-1]
-    model = model_file.model
-    run = free_run(model, trial)
-    # D_stsp drops the samples beyond the data's box: an escaped run would read well.
-    if free_run_divergence(model, run) is not None:
+    """Each DSR measure of the model on ``data`` as ``dynid score`` gives it, by the same function
+    (``api.free_run_scores``: a free run of max(samples in ``data``, ``FREE_RUN_MIN``) steps
+    from the start of its first trial, a driven model's as far as that trial's inputs go); None
+    where score gives none (a run that diverged, D_H on too short a stretch) or refuses the free
+    run (a first trial too short to start it)."""
+    try:
+        fields = free_run_scores(model_file.model, data)
+    except DynidError:
         return dict.fromkeys(DSR_MEASURES)
-    scores: dict[str, float | None] = {column: float(measure(trial.x, run))
-                                       for column, measure in DSR_MEASURES.items()}
-    if trial.n_samples < spectrum_min_length():
-        scores["D_H"] = None
-    return scores
+    return {column: fields[key] for column, key in DSR_MEASURES.items()}
 
 
 def score_model(
@@ -151,10 +144,12 @@ def comparison_section(
             "above 0.4 of the standard deviation) of one free forecast of the held-out window. "
             "Errors are normalised by each variable's standard deviation in that trial."
             + (" D_stsp (state-space divergence) and D_H (Hellinger distance of power spectra) "
-               "compare the trial with a long free run of the model; lower is better; none "
-               "where the run diverged (left the training data's range widened by that range, as "
-               f"forecast and score check) or, for D_H, on a trial of fewer than "
-               f"{spectrum_min_length()} samples."
+               f"are dynid score's: all of {data.source} against a free run of the model from "
+               "the start of its first trial, of max(its samples, "
+               f"{FREE_RUN_MIN:,}) steps (a model with inputs: as far as that trial's inputs "
+               "go); lower is better; none where the run diverged (left the training data's "
+               "range widened by that range, as forecast and score check) or, for D_H, where "
+               f"the longest stretch without gaps has fewer than {spectrum_min_length()} samples."
                if dsr_columns else "")
         ),
         table(rows, header=header) if rows else note("No model could be scored on these data."),

@@ -73,9 +73,12 @@ from dynid.models.reservoir.readout import (
     RANK_BY_SKILL,
     Design,
     Standardiser,
+    design_rows,
     gate_steps,
     held_out_starts,
     longest,
+    min_design_rows,
+    row_count,
     select_readout,
     setting_metrics,
     valid_steps,
@@ -309,13 +312,10 @@ class ESN(Backend):
         scaling = Standardiser.of([trial.x for trial in data.trials])
         trials_z, smoothing = training_states([trial.x for trial in data.trials], scaling,
                                               params.denoise)
-        where = [(i, t) for i, z in enumerate(trials_z) for t in range(params.washout, len(z) - 1)]
-        if not where:
-            raise DataError(
-                f"the esn model needs a trial longer than washout + 1 = {params.washout + 1} "
-                "samples; lower -p washout"
-            )
-        row_trial, row_t = np.array(where).T
+        candidates = ReservoirChoice.candidates(params)
+        lengths = [len(z) for z in trials_z]
+        _check_rows(lengths, params.washout, min_design_rows(len(candidates), params.ridge))
+        row_trial, row_t = design_rows(lengths, params.washout)
         increments = np.vstack([
             z[row_t[row_trial == i] + 1] - z[row_t[row_trial == i]] for i, z in enumerate(trials_z)
         ])
@@ -356,7 +356,6 @@ class ESN(Backend):
 
             return Design(features, increments, rollout_skill, free_run)
 
-        candidates = ReservoirChoice.candidates(params)
         reference = longest(trials_z)
         budget = self.training_options.max_time_s
         deadline = None if budget is None else time.monotonic() + budget
@@ -458,6 +457,22 @@ class ESN(Backend):
         self.scale_ = expect_array(arrays, "scale", (d,)).astype(float)
         self.weights_ = expect_array(arrays, "weights", (n + d, d)).astype(float)
         self.bias_ = expect_array(arrays, "bias", (d,)).astype(float)
+
+
+def _check_rows(lengths: list[int], washout: int, need: int) -> None:
+    """DataError, saying what to lower, unless the trials of ``lengths`` samples leave the
+    read-out ``need`` training rows after a washout of ``washout`` samples."""
+    rows = row_count(lengths, washout)
+    if rows >= need:
+        return
+    shown = ", ".join(map(str, lengths[:5])) + (", ..." if len(lengths) > 5 else "")
+    enough = next((w for w in range(washout - 1, 0, -1) if row_count(lengths, w) >= need), None)
+    hint = (f"lower -p washout to at most {enough}" if enough is not None
+            else f"the esn needs a trial of at least {need + 2} samples")
+    raise DataError(
+        f"-p washout={washout} leaves the read-out n - {washout + 1} training rows in a trial of "
+        f"n samples (the samples after the washout that have a next one); the data's trials "
+        f"({shown} samples) give {rows}, and the read-out needs at least {need}: {hint}")
 
 
 def _stored_leak(arrays: dict[str, np.ndarray], params: ESNParams) -> float:

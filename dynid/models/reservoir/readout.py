@@ -205,10 +205,34 @@ class Score(Generic[Candidate]):
     admissible: bool
 
 
+def min_design_rows(candidates: int, ridge: float | None) -> int:
+    """The fewest design rows ``select_readout`` works with: 2 to fit a single candidate's
+    given read-out, else one start in each of ``cross_validated_skill``'s N_FOLDS held-out
+    blocks (the other blocks then leave at least 2 rows to fit)."""
+    return 2 if candidates == 1 and ridge is not None else N_FOLDS
+
+
+def design_rows(lengths: Sequence[int], first: int) -> tuple[np.ndarray, np.ndarray]:
+    """(row_trial, row_t), each (N,): the trial and sample index of every design row of trials
+    of ``lengths`` samples: every sample t >= ``first`` with a next sample to predict, so
+    n - first - 1 rows from a trial of n samples (none from a shorter one)."""
+    where = [(i, t) for i, n in enumerate(lengths) for t in range(first, n - 1)]
+    row_trial, row_t = np.array(where, dtype=np.intp).reshape(-1, 2).T
+    return row_trial, row_t
+
+
+def row_count(lengths: Sequence[int], first: int) -> int:
+    """How many rows ``design_rows`` gives."""
+    return sum(max(n - first - 1, 0) for n in lengths)
+
+
 def cross_validated_skill(design: Design, ridges: tuple[float, ...]) -> np.ndarray:
     """Mean valid closed-loop steps (len(ridges),) of read-outs fitted without each of
     ``N_FOLDS`` contiguous blocks of the rows and run from starts inside it."""
     rows = np.arange(design.features.shape[0])
+    if rows.size < N_FOLDS:  # the backends say first what leaves too few rows, and what to lower
+        raise DataError(f"choosing the read-out's ridge needs at least {N_FOLDS} training rows "
+                        f"(one in each held-out block), the data give {rows.size}")
     total = np.zeros(len(ridges))
     for held_out in np.array_split(rows, N_FOLDS):
         solver = RidgeSolver(np.delete(design.features, held_out, 0),

@@ -153,6 +153,7 @@ class GTFBackend(Backend):
         self.mean_, self.scale_ = self._standardiser(data, "x")
         self.input_mean_, self.input_scale_ = self._standardiser(data, "u")
         trials = [self._standardised(trial.x, trial.u) for trial in data.trials]
+        unsmoothed = self._note_unsmoothed(data)
         longest = max(len(x) for x, _, _ in trials)
         warmup = self.warmup
         fit_part, held_out = block_split([np.hstack(t) for t in trials], params.validation,
@@ -191,9 +192,24 @@ class GTFBackend(Backend):
                 "free_run_d_h": None if kept.diverged else kept.d_h,
                 "validation_error_20_steps": kept.error_20_steps,
                 "alpha": strategy.alpha, "latent": self.latent,
+                **({"unsmoothed_trials": unsmoothed} if unsmoothed else {}),
                 **self._region_summary(series([np.hstack(t) for t in trials],
                                               torch.device("cpu"))),
             }
+
+    def _note_unsmoothed(self, data: Dataset) -> int:
+        """How many trials of ``data`` are shorter than the ``smoothing`` window, and so force
+        with raw data (``_standardised``: a Savitzky-Golay window cannot span them), said in a
+        notice when there are any. (Forecasts from histories shorter than the window do the
+        same, by design; in a fit it is a choice the user made and should hear about.)"""
+        window = self.params.smoothing  # type: ignore[attr-defined]
+        short = [trial.n_samples for trial in data.trials if window and trial.n_samples < window]
+        if short:
+            self.training_options.progress.notice(
+                f"-p smoothing={window}: {len(short)} of {len(data.trials)} trial(s) are shorter "
+                f"than the window (the shortest has {min(short)} samples); they force with raw "
+                "data, not smoothed")
+        return len(short)
 
     def _standardiser(self, data: Dataset, part: str) -> tuple[np.ndarray, np.ndarray]:
         values = [getattr(t, part) for t in data.trials if getattr(t, part) is not None]
