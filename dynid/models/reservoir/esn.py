@@ -39,16 +39,18 @@ place of r_i for even i. tanh is odd, so with zero bias the reservoir maps -z to
 read-out of it is odd in the input; the squares break that symmetry and give the read-out
 quadratic terms (Lorenz's field is quadratic). Stored in the model file (``squared_readout``),
 so a loaded model forecasts identically; files from before it load linear. Not the default:
-from x alone (Lorenz, 1 % noise, a 3-D delay embedding; dev records 11-14, four free runs
-each) reservoir draw 0 read a median D_stsp of 0.250 / D_H 0.065 with it against 0.113 / 0.050
-without, worse on every record (benchmarks/README.md, round 10).
+from x alone (Lorenz, 1 % noise, a 3-D delay embedding; dev records 11-14 x reservoir draws
+0-2, four free runs each) it read a median D_stsp of 0.164 / D_H 0.057 against 0.158 / 0.055
+without, better in 4 of the 12 (record, draw) pairs, and the spread over draws was no narrower
+(benchmarks/README.md, round 10).
 
-Reservoir size (``units``, default 300): a larger reservoir did not clearly narrow the spread
-of the free run's geometry over reservoir draws, which random-feature theory suggests for the
-read-out's one-step fit. On the same x-only records, 1,000 units read a median D_stsp of 0.137
-/ D_H 0.062 over draws 0 and 1 x four records, against 0.158 / 0.054 for 300 units on the same
-draws; the two draws differed per record by 0.05-0.17 at 1,000 units and by 0.00-0.37 at 300;
-and the fit costs 3.7 times as much (about 90 against 24 CPU s for 10,000 samples).
+Reservoir size (``units``, default 300): a larger reservoir did not narrow the spread of the
+free run's geometry over reservoir draws, which random-feature theory suggests for the
+read-out's one-step fit. On the same records and draws, 1,000 units read a median D_stsp of
+0.138 / D_H 0.060 against 0.158 / 0.055 (better in 6 of 12 pairs, within the draws' scatter);
+per record the three draws spanned 0.05-0.20 against 0.02-0.37 at 300 units (median span 0.145
+against 0.080); and the fit costs 3.7 times as much (about 89 against 24 CPU s for 10,000
+samples).
 
 Fixed defaults, by principle: bias scaling 0.5 keeps tanh mostly in its unsaturated range;
 washout 100 samples is about 10 memory times at rho 0.9 (0.9^100 ~ 3e-5).
