@@ -29,7 +29,7 @@ finishes; ``summary`` holds the medians over seeds.
 
     python benchmarks/dsr_lorenz.py [--conditions noisy,x-only,clean] [--models ...]
         [--seeds 1,2] [--free-run 50000] [--run-starts 1] [--starts 5] [--horizon 2000]
-        [-p esn:draws=6 ...]
+        [-p esn:draws=6 ...] [--model-seed 0]
 """
 
 from __future__ import annotations
@@ -137,11 +137,14 @@ def floor(condition: Condition) -> dict:
     }
 
 
-def dynid_model(backend: str, params: list[str]) -> Callable[[Condition], tuple[Runner, int]]:
+def dynid_model(
+    backend: str, params: list[str], model_seed: int = 0
+) -> Callable[[Condition], tuple[Runner, int]]:
+    """A dynid backend fitted with ``params`` and ``seed=model_seed`` (the esn's reservoir draw)."""
     def fit(condition: Condition) -> tuple[Runner, int]:
         data = Dataset.from_arrays(condition.train, t=DT * np.arange(len(condition.train)),
                                    variables=condition.variables)
-        model = api.fit(data, backend, params, seed=0).model
+        model = api.fit(data, backend, params, seed=model_seed).model
 
         def run(history: np.ndarray, steps: int) -> np.ndarray:
             trial = Trial(DT * np.arange(len(history)), history)
@@ -152,6 +155,8 @@ def dynid_model(backend: str, params: list[str]) -> Callable[[Condition], tuple[
         return run, model.history_length
 
     fit.params = list(params)  # type: ignore[attr-defined]
+    fit.backend = backend  # type: ignore[attr-defined]
+    fit.model_seed = model_seed  # type: ignore[attr-defined]
     return fit
 
 
@@ -289,6 +294,7 @@ def evaluate(condition: Condition, name: str, free_run: int, starts: int, horizo
         "seed": condition.seed,
         "model": name,
         "params": getattr(MODELS[name], "params", []),
+        "model_seed": getattr(MODELS[name], "model_seed", None),
         "fit_seconds": round(fit_seconds, 2),
         "fit_cpu_seconds": round(fit_cpu_seconds, 2),
         "free_run_seconds": round(run_seconds, 2),
@@ -341,10 +347,16 @@ def main() -> None:
     parser.add_argument("-p", "--param", action="append", default=[], metavar="MODEL:KEY=VALUE",
                         help="a hyperparameter of one of dynid's models (repeatable), e.g. "
                              "esn:draws=6")
+    parser.add_argument("--model-seed", type=int, default=0,
+                        help="the seed of dynid's fits (the esn's reservoir draw); the spread "
+                             "over seeds is the spread over random reservoirs")
     parser.add_argument("-o", "--output", default=str(HERE / "results" / "dsr_lorenz.json"))
     args = parser.parse_args()
     for model, setting in (item.split(":", 1) for item in args.param):
         MODELS[model] = dynid_model(model, [*MODELS[model].params, setting])  # type: ignore[attr-defined]
+    for name, fit in MODELS.items():
+        if hasattr(fit, "backend"):
+            MODELS[name] = dynid_model(fit.backend, fit.params, args.model_seed)  # type: ignore[attr-defined]
     output = Path(args.output)
     results = json.loads(output.read_text())["results"] if output.exists() else []
     machine = {"platform": platform.platform(), "cpus": os.cpu_count(),

@@ -116,8 +116,9 @@ def test_ngrc_fitted_on_clean_lorenz_has_lorenz_exponents():
     assert exponents[2] == pytest.approx(LORENZ[2], rel=0.05)
 
 
-def test_esn_analytic_jacobian_is_the_derivative_of_its_map():
-    model, data = fitted_on_lorenz("esn", ["units=60"])
+@pytest.mark.parametrize("squared", ["false", "true"])
+def test_esn_analytic_jacobian_is_the_derivative_of_its_map(squared):
+    model, data = fitted_on_lorenz("esn", ["units=60", f"squared_readout={squared}"])
     mapping = model.step_map(data.trials[0])
     states = mapping.state + 0.01 * np.random.default_rng(0).standard_normal((2, mapping.state.size))
     h = 1e-6

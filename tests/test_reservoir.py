@@ -206,6 +206,8 @@ def test_esn_free_run_from_a_noisy_delay_embedding_of_x_keeps_the_attractor():
 @pytest.mark.parametrize(("backend", "params", "array"), [
     (ESN, ESNParams(units=40, spectral_radius=0.9, leak=1.0, input_scaling=0.5, ridge=1e-6), "leak"),
     (NGRC, NGRCParams(delays=2, skip=1, ridge=1e-6), "lags"),
+    (ESN, ESNParams(units=40, spectral_radius=0.9, leak=1.0, input_scaling=0.5, ridge=1e-6),
+     "squared_readout"),
 ])
 def test_model_arrays_from_before_the_settings_were_chosen_still_load(backend, params, array):
     """Files written when leak and lags were fixed hyperparameters hold no such array; their
@@ -216,6 +218,25 @@ def test_model_arrays_from_before_the_settings_were_chosen_still_load(backend, p
     restored = backend.restore(params, arrays, variables=model.variables_, inputs=(), dt=model.dt_)
     history = Trial(0.01 * np.arange(150), lorenz(150))
     np.testing.assert_array_equal(restored.simulate(history, 5), model.simulate(history, 5))
+
+
+def test_squared_readout_squares_even_units_and_is_read_back_from_the_model_file():
+    """Pathak et al.'s read-out features [r_0^2, r_1, r_2^2, ..., z]; a restored model squares
+    because its file says so (a file saying 0 forecasts otherwise), not because of its
+    hyperparameters."""
+    params = ESNParams(units=40, spectral_radius=0.9, leak=0.3, input_scaling=0.5, ridge=1e-6,
+                       squared_readout=True)
+    model = ESN(params).fit(as_data(lorenz(400)), seed=0)
+    r, z = np.array([[2.0, 3.0, -4.0]]), np.array([[5.0]])
+    np.testing.assert_array_equal(model.reservoir_.readout_features(r, z), [[4.0, 3.0, 16.0, 5.0]])
+    arrays = model.arrays()
+    history = Trial(DT * np.arange(150), lorenz(150))
+    restore = lambda stored: ESN.restore(params, stored, variables=model.variables_,  # noqa: E731
+                                         inputs=(), dt=model.dt_)
+    np.testing.assert_array_equal(restore(arrays).simulate(history, 20),
+                                  model.simulate(history, 20))
+    linear = restore({**arrays, "squared_readout": np.array([0.0])}).simulate(history, 20)
+    assert not np.allclose(linear, model.simulate(history, 20))
 
 
 def test_geometry_gate_rejects_the_esn_setting_whose_free_run_settles_on_an_equilibrium():

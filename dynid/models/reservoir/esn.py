@@ -34,6 +34,24 @@ median D_stsp of 0.085 against 0.111 on four development records in round 8, but
 the fit's cost (benchmarks/README.md).
 ``--max-time`` stops the search, draw by draw, keeping the best candidate scored so far.
 
+Squared read-out (``squared_readout``, Pathak et al. 2017, 2018): the read-out sees r_i^2 in
+place of r_i for even i. tanh is odd, so with zero bias the reservoir maps -z to -r and a linear
+read-out of it is odd in the input; the squares break that symmetry and give the read-out
+quadratic terms (Lorenz's field is quadratic). Stored in the model file (``squared_readout``),
+so a loaded model forecasts identically; files from before it load linear. Not the default:
+from x alone (Lorenz, 1 % noise, a 3-D delay embedding; dev records 11-14 x reservoir draws
+0-2, four free runs each) it read a median D_stsp of 0.164 / D_H 0.057 against 0.158 / 0.055
+without, better in 4 of the 12 (record, draw) pairs, and the spread over draws was no narrower
+(benchmarks/README.md, round 10).
+
+Reservoir size (``units``, default 300): a larger reservoir did not narrow the spread of the
+free run's geometry over reservoir draws, which random-feature theory suggests for the
+read-out's one-step fit. On the same records and draws, 1,000 units read a median D_stsp of
+0.138 / D_H 0.060 against 0.158 / 0.055 (better in 6 of 12 pairs, within the draws' scatter);
+per record the three draws spanned 0.05-0.20 against 0.02-0.37 at 300 units (median span 0.145
+against 0.080); and the fit costs 3.7 times as much (about 89 against 24 CPU s for 10,000
+samples).
+
 Fixed defaults, by principle: bias scaling 0.5 keeps tanh mostly in its unsaturated range;
 washout 100 samples is about 10 memory times at rho 0.9 (0.9^100 ~ 3e-5).
 
@@ -134,6 +152,11 @@ class ESNParams(Hyperparameters):
         f"range; {RANK_BY_SKILL} = held-out skill among runs whose D_stsp and D_H are within "
         "1.5 x the best",
     )
+    squared_readout: bool = param(
+        False,
+        "the read-out sees the square of every even-numbered unit's state instead of the state "
+        "(Pathak et al. 2018): quadratic terms, and a break of tanh's odd symmetry",
+    )
 
     def __post_init__(self) -> None:
         if self.units < 1:
@@ -208,12 +231,14 @@ class ReservoirChoice:
 
 @dataclass(frozen=True)
 class Reservoir:
-    """The fixed random part: recurrent (n, n), input (n, d), bias (n,), leak a."""
+    """The fixed random part: recurrent (n, n), input (n, d), bias (n,), leak a; ``squared``:
+    whether the read-out sees the even-numbered units' states squared (``readout_features``)."""
 
     recurrent: np.ndarray
     input: np.ndarray
     bias: np.ndarray
     leak: float
+    squared: bool = False
 
     @classmethod
     def draw(
@@ -232,7 +257,23 @@ class Reservoir:
             input=setting.input_scaling * rng.uniform(-1.0, 1.0, (n, d)),
             bias=rng.uniform(-params.bias_scaling, params.bias_scaling, n),
             leak=setting.leak,
+            squared=params.squared_readout,
         )
+
+    def readout_features(self, r: np.ndarray, z: np.ndarray) -> np.ndarray:
+        """The read-out's features (..., n + d) of states r (..., n) and inputs z (..., d):
+        [r, z], with r_i^2 in place of r_i for even i where ``squared``."""
+        if self.squared:
+            r = r.copy()
+            r[..., ::2] **= 2
+        return np.concatenate([r, z], axis=-1)
+
+    def readout_gain(self, r: np.ndarray) -> np.ndarray:
+        """d(features)/dr along the diagonal (..., n): 1, or 2 r_i for the squared units."""
+        gain = np.ones_like(r)
+        if self.squared:
+            gain[..., ::2] = 2.0 * r[..., ::2]
+        return gain
 
     @functools.cached_property
     def _sparse_recurrent(self) -> sparse.csr_array:
@@ -265,7 +306,7 @@ class Reservoir:
         """
         out = np.empty((*z.shape[:-1], steps, z.shape[-1]))
         for h in range(steps):
-            features = np.concatenate([r, z], axis=-1)[..., None, :]
+            features = self.readout_features(r, z)[..., None, :]
             z = z + (features @ weights)[..., 0, :] + bias
             out[..., h, :] = z
             r = self.step(r, z)
@@ -285,8 +326,9 @@ class ESN(Backend):
     summary = "leaky echo-state network, ridge read-out chosen by closed-loop skill"
     Params = ESNParams
     capabilities = Capabilities(uniform_steps=True, time_budget=True)
-    # Files from before the fit denoised its states hold no smoothing: they load as raw.
-    legacy_arrays = frozenset({"smoothing"})
+    # Files from before the fit denoised its states hold no smoothing: they load as raw; files
+    # from before the squared read-out hold no squared_readout: their read-out is linear.
+    legacy_arrays = frozenset({"smoothing", "squared_readout"})
 
     @property
     def history_length(self) -> int:
@@ -328,7 +370,8 @@ class ESN(Backend):
             reservoir = Reservoir.draw(params, choice.setting, self.n_variables, base + choice.draw)
             trials_r = [reservoir.run(z) for z in trials_z]
             features = np.vstack([
-                np.hstack([r[row_t[row_trial == i]], trials_z[i][row_t[row_trial == i]]])
+                reservoir.readout_features(r[row_t[row_trial == i]],
+                                           trials_z[i][row_t[row_trial == i]])
                 for i, r in enumerate(trials_r)
             ])
 
@@ -399,16 +442,16 @@ class ESN(Backend):
 
     def step_map(self, history: Trial) -> StepMap:
         """The closed loop on its state s = [r, z] (n + d; z standardised, which leaves the
-        exponents unchanged): z' = z + [r, z] W + b, then r' = reservoir step of (r, z'), with
-        its analytic Jacobian."""
+        exponents unchanged): z' = z + features(r, z) W + b (``Reservoir.readout_features``),
+        then r' = reservoir step of (r, z'), with its analytic Jacobian."""
         self._check_fitted()
         reservoir, n = self.reservoir_, self.reservoir_.recurrent.shape[0]
         a = reservoir.leak
-        to_z = self.weights_.T  # (d, n + d): dz'/ds minus the identity on z
         identity_z = np.hstack([np.zeros((self.n_variables, n)), np.eye(self.n_variables)])
 
         def advance(s: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-            z_next = s[:, n:] + s @ self.weights_ + self.bias_
+            features = reservoir.readout_features(s[:, :n], s[:, n:])
+            z_next = s[:, n:] + features @ self.weights_ + self.bias_
             return z_next, reservoir.step(s[:, :n], z_next)
 
         def step(s: np.ndarray) -> np.ndarray:
@@ -417,13 +460,16 @@ class ESN(Backend):
 
         def jacobian(s: np.ndarray) -> np.ndarray:
             z_next, r_next = advance(s)
-            dz = identity_z + to_z  # (d, n + d)
+            # dz'/ds (K, d, n + d): the read-out's weights times d(features)/ds (diagonal).
+            feature_gain = np.hstack([reservoir.readout_gain(s[:, :n]),
+                                      np.ones((len(s), self.n_variables))])
+            dz = identity_z + self.weights_.T[None] * feature_gain[:, None, :]
             drive = (r_next - (1.0 - a) * s[:, :n]) / a  # tanh(.) of each state, (K, n)
             gain = a * (1.0 - drive**2)[:, :, None]  # (K, n, 1)
             dr = gain * (np.hstack([reservoir.recurrent, np.zeros((n, self.n_variables))])
                          + reservoir.input @ dz)
             dr[:, :, :n] += (1.0 - a) * np.eye(n)
-            return np.concatenate([dr, np.broadcast_to(dz, (len(s), *dz.shape))], axis=1)
+            return np.concatenate([dr, dz], axis=1)
 
         z = self._history_states(history)
         start = np.concatenate([reservoir.run(z)[-1], z[-1]])
@@ -440,6 +486,7 @@ class ESN(Backend):
             "weights": self.weights_,
             "bias": self.bias_,
             "leak": np.array([self.reservoir_.leak]),
+            "squared_readout": np.array([float(self.reservoir_.squared)]),
             "smoothing": self.smoothing_.array(),
         }
 
@@ -451,6 +498,7 @@ class ESN(Backend):
             input=expect_array(arrays, "input_weights", (n, d)).astype(float),
             bias=expect_array(arrays, "reservoir_bias", (n,)).astype(float),
             leak=_stored_leak(arrays, params),
+            squared=_stored_squared_readout(arrays),
         )
         self.smoothing_ = stored_smoothing(arrays, d)
         self.mean_ = expect_array(arrays, "mean", (d,)).astype(float)
@@ -481,3 +529,14 @@ def _stored_leak(arrays: dict[str, np.ndarray], params: ESNParams) -> float:
     if "leak" not in arrays and params.leak is not None:
         return float(params.leak)
     return float(expect_array(arrays, "leak", (1,))[0])
+
+
+def _stored_squared_readout(arrays: dict[str, np.ndarray]) -> bool:
+    """Whether the model file's read-out squares the even units; files written before the
+    option hold no ``squared_readout`` array, and their read-out is linear in the states."""
+    if "squared_readout" not in arrays:
+        return False
+    flag = float(expect_array(arrays, "squared_readout", (1,))[0])
+    if flag not in (0.0, 1.0):
+        raise DataError(f"model array 'squared_readout' holds {flag:g}, not 0 or 1")
+    return flag == 1.0
