@@ -446,6 +446,23 @@ def _rollout_starts(model: Backend, trial: Trial, horizon: int) -> list[tuple[in
     return [(int(first), int(s)) for first, s in zip(firsts[usable], starts[usable])]
 
 
+@dataclass(frozen=True)
+class FreeRun:
+    """A free run as ``dynid score`` scores it (``score_free_run``): ``states`` (steps, d), NaN
+    from ``diverged_at`` (1-based step) on, None when it did not diverge; ``escaped``: it left
+    the escape range rather than the finite numbers; it starts after the first ``history``
+    samples of the data's first trial."""
+
+    states: np.ndarray
+    history: int
+    diverged_at: int | None
+    escaped: bool
+
+    @property
+    def steps(self) -> int:
+        return self.states.shape[0]
+
+
 def free_run_scores(model: Backend, data: Dataset, steps: int | None = None, *,
                     allow_escape: bool = False) -> dict[str, Any]:
     """``d_stsp`` and ``d_h`` of a free run of ``steps`` samples (None: max(samples in
@@ -457,10 +474,15 @@ def free_run_scores(model: Backend, data: Dataset, steps: int | None = None, *,
     null, with
     ``free_run_diverged_step``, when the run diverges: leaves the finite numbers or
     (``free_run_escaped``) the training data's range widened by that range on each side
-    (``allow_escape``: ``data``'s range, where these measures see it)."""
-    from dynid.metrics.dsr import power_spectrum_distance, spectrum_min_length, state_space_divergence
+    (``allow_escape``: ``data``'s range, where these measures see it). The run is
+    ``score_free_run``'s, the measures ``free_run_measures``'."""
+    return free_run_measures(score_free_run(model, data, steps, allow_escape=allow_escape), data)
 
-    observed = data.stacked()[0]
+
+def score_free_run(model: Backend, data: Dataset, steps: int | None = None, *,
+                   allow_escape: bool = False) -> FreeRun:
+    """The free run ``free_run_scores`` scores (the arguments are its): the report draws this
+    run beside its figures."""
     first = data.trials[0]
     if first.n_samples < model.history_length:
         raise DataError(f"{data.source}: the first trial is shorter than the "
@@ -472,29 +494,44 @@ def free_run_scores(model: Backend, data: Dataset, steps: int | None = None, *,
         raise DataError(f"{data.source}: the first trial's inputs go {driven} step(s) past the "
                         f"{model.history_length} samples the model starts from, too few for a "
                         "free run (--free-run 0: none)")
-    steps = (max(len(observed), FREE_RUN_MIN) if driven is None else driven) if steps is None else steps
-    # Gaps: the reference distribution is that of the complete samples, the reference
-    # spectrum that of the longest gap-free stretch.
-    complete = observed[~np.isnan(observed).any(axis=1)]
+    steps = (max(data.n_samples, FREE_RUN_MIN) if driven is None else driven) if steps is None else steps
     if steps < 2:
         raise UsageError(f"--free-run {steps}: needs at least 2 steps (0 = none)")
     future = _held_inputs(model, first, steps)
     # D_stsp bins on DATA's range and drops samples outside it, D_H standardises the run: a run
     # beyond DATA's range widened alike has no geometry these measure, escapes allowed or not.
-    run, diverged_at, escaped = bounded_rollout(
+    states, diverged_at, escaped = bounded_rollout(
         model, first.slice(0, model.history_length), steps, future,
         escape_range=data.value_range() if allow_escape else model.data_range_)
-    longest = max((stretch for trial in data.trials for stretch in _gap_free_stretches(trial.x)), key=len)
-    finite = diverged_at is None
+    return FreeRun(states, model.history_length, diverged_at, escaped)
+
+
+def free_run_measures(run: FreeRun, data: Dataset) -> dict[str, Any]:
+    """``free_run_scores``' fields of ``run`` (``score_free_run`` on ``data``)."""
+    from dynid.metrics.dsr import power_spectrum_distance, spectrum_min_length, state_space_divergence
+
+    # Gaps: the reference distribution is that of the complete samples, the reference
+    # spectrum that of the longest gap-free stretch.
+    observed = data.stacked()[0]
+    complete = observed[~np.isnan(observed).any(axis=1)]
+    longest = longest_gap_free_stretch(data)
+    finite = run.diverged_at is None
     return {
-        "d_stsp": _finite_or_none(state_space_divergence(complete, run)) if finite and len(complete) > 1 else None,
+        "d_stsp": (_finite_or_none(state_space_divergence(complete, run.states))
+                   if finite and len(complete) > 1 else None),
         # Irregular samples have no power spectrum to compare with, short ones none resolved.
-        "d_h": (power_spectrum_distance(longest, run)
+        "d_h": (power_spectrum_distance(longest, run.states)
                 if finite and data.dt is not None and len(longest) >= spectrum_min_length() else None),
-        "free_run_steps": steps,
-        "free_run_diverged_step": diverged_at,
-        "free_run_escaped": escaped,
+        "free_run_steps": run.steps,
+        "free_run_diverged_step": run.diverged_at,
+        "free_run_escaped": run.escaped,
     }
+
+
+def longest_gap_free_stretch(data: Dataset) -> np.ndarray:
+    """(n, d) the longest run of consecutive complete samples of any trial of ``data``: the
+    reference of D_H (the first of equal length)."""
+    return max((stretch for trial in data.trials for stretch in _gap_free_stretches(trial.x)), key=len)
 
 
 def _gap_free_stretches(x: np.ndarray) -> list[np.ndarray]:

@@ -7,6 +7,7 @@ import numpy as np
 from dynid.data.dataset import Dataset
 from dynid.report import build_report
 from dynid.report.dynamics import autocorrelation, one_step_residuals, portrait_pairs
+from dynid.report.svg import Series, line_plot
 from tests.test_report import SVG_XMLNS, LinearMap, check_page, fitted, rotation_data
 
 
@@ -53,7 +54,8 @@ def test_model_section_has_a_phase_portrait_and_residuals():
     titles = [svg.find(f"{{{SVG_XMLNS}}}title").text for svg in check_page(page)]
     assert "y against x" in titles
     assert "One-step residuals" in titles and "Autocorrelation of the residuals" in titles
-    assert "a free run of 2000 steps from the trial&#x27;s first 1 sample(s)" in page
+    assert ("the free run dynid score scores: 10,000 steps from the first 1 sample(s) of the "
+            "first trial of") in page
     assert "diverges" not in page
 
 
@@ -71,26 +73,85 @@ def test_the_portrait_marks_divergence_by_forecast_and_score_rule():
     # side (x and y span about [-1, 1]: the box is about [-3, 3]) at about ln 3 / 0.001 = 1100
     # steps, well before it reaches 100x the data's size (about 4600 steps): the portrait says
     # so at the step forecast and score would.
-    from dynid.api import range_escape_step
-    from dynid.report.dynamics import free_run, free_run_divergence
+    from dynid.api import range_escape_step, score_free_run
 
     data = rotation_data()
     model_file = fitted(data=data)
     model = model_file.model
     model.A_ = np.array([[np.cos(0.2), -np.sin(0.2)], [np.sin(0.2), np.cos(0.2)]]) * 1.001
-    run = free_run(model, data.trials[0])
+    raw = np.asarray(model.simulate(data.trials[0].slice(0, 1), 10_000), dtype=float)
     low, high = data.trials[0].x.min(axis=0), data.trials[0].x.max(axis=0)
-    outside = np.any((run < 2 * low - high) | (run > 2 * high - low), axis=1)
+    outside = np.any((raw < 2 * low - high) | (raw > 2 * high - low), axis=1)
     expected = int(np.argmax(outside)) + 1
-    assert 900 < expected < 1300 and np.abs(run).max() < 100
-    assert free_run_divergence(model, run) == range_escape_step(model, run) == expected
+    assert 900 < expected < 1300 and np.abs(raw[:expected]).max() < 100
+    assert range_escape_step(model, raw) == expected
+    run = score_free_run(model, data)
+    assert run.diverged_at == expected and run.escaped
     page = build_report([("m.dynid", model_file)], [], data)
     check_page(page)
     assert f"The free run diverges at step {expected} " in page
+    assert "Its D_stsp is none (the run diverged)" in page
     # The spectra, of the same run, stop where the portrait does.
     assert f"its spectrum is of the {expected - 1} steps before" in page
     model.data_range_ = None  # an older model file: only leaving the finite numbers counts
-    assert free_run_divergence(model, run) is None
+    assert score_free_run(model, data).diverged_at is None
+
+
+def test_the_pictures_draw_the_run_the_table_scores_computed_once():
+    """The phase portrait, spectra and equations' free run drew a 2,000-step run of their own
+    from the LAST trial while the table (and score) scored max(samples, 10,000) steps from the
+    FIRST: here the two trials start apart, so the old run differs from score's at every step.
+    Each picture now draws score's run (the equations' plot a prefix of it), simulated once per
+    model for the table and the section together."""
+    from dynid.api import free_run_scores, score_free_run
+    from dynid.report.spectra import welch_spectrum
+
+    first = rotation_data(n=150).trials[0].x
+    # The second trial starts elsewhere (x and y swapped, half the size).
+    data = Dataset.from_arrays([first, 0.5 * first[:, ::-1]], dt=1.0, variables=["x", "y"])
+    models = [("a.dynid", fitted(data=data)), ("b.dynid", fitted(data=data))]
+    models[1][1].model.A_ = models[1][1].model.A_ * 0.98  # decays: another row, another run
+    long_runs = []
+    for _, model_file in models:
+        model = model_file.model
+        simulate = model.simulate
+
+        def counting(history, steps, *args, simulate=simulate, **kwargs):
+            if steps >= 10_000:
+                long_runs.append(steps)
+            return simulate(history, steps, *args, **kwargs)
+
+        model.simulate = counting
+    page = build_report(models, [], data)
+    check_page(page)
+    assert long_runs == [10_000, 10_000]  # one free run per model, shared by table and section
+    for _, model_file in models:
+        model = model_file.model
+        run = score_free_run(model, data).states
+        old = np.asarray(model.simulate(data.trials[-1].slice(0, 1), 2000), dtype=float)
+        assert np.linalg.norm(run[:50] - old[:50], axis=1).mean() > 0.3  # apart from the start
+        # The portrait draws it: the same plot, drawn from these points, is in the page.
+        observed = np.vstack([data.trials[0].x, np.full((1, 2), np.nan), data.trials[1].x])
+        portrait = line_plot([Series("data", observed[:, 0], observed[:, 1]),
+                              Series("model", run[:, 0], run[:, 1], dashed=True)],
+                             title="y against x", xlabel="x", ylabel="y", width=320, height=300)
+        assert portrait in page
+        # (the old run's would not be)
+        assert line_plot([Series("data", observed[:, 0], observed[:, 1]),
+                          Series("model", old[:, 0], old[:, 1], dashed=True)],
+                         title="y against x", xlabel="x", ylabel="y", width=320, height=300) not in page
+        # The spectra are of the same run.
+        f_data, p_data = welch_spectrum(data.trials[0].x, model.dt_)
+        f_run, p_run = welch_spectrum(run, model.dt_)
+        spectrum = line_plot(
+            [Series("data", np.log10(f_data), np.log10(p_data[:, 0])),
+             Series("model", np.log10(f_run), np.log10(p_run[:, 0]), dashed=True)],
+            title="x", xlabel="log10 frequency (1/time)", ylabel="log10 power", width=320, height=240)
+        assert spectrum in page
+        # The table's D_stsp is of this run, and the portrait's caption gives it.
+        scored = free_run_scores(model, data)
+        assert f'<td class="num">{scored["d_stsp"]:.5g}</td>' in page
+        assert f"Its D_stsp is {scored['d_stsp']:.5g}," in page
 
 
 def test_no_portrait_for_one_variable():

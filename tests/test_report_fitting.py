@@ -99,7 +99,7 @@ def test_the_model_section_shows_the_spectra_of_data_and_free_run():
     titles = _titles(page)
     assert "<h3>Power spectra</h3>" in page and "log10 power" in page
     assert titles.count("x") >= 3  # overview, forecast, spectrum
-    assert "free run of 2000 steps" in page
+    assert "the free run dynid score scores: 10,000 steps" in page
 
 
 def test_a_diverging_rollout_ends_the_error_curve_and_is_said():

@@ -78,5 +78,15 @@ def test_an_equation_model_file_shows_typeset_equations_and_their_free_run():
     assert page.count('<math display="block"') == 2 and DT_X in page
     assert page.count("<h3>Equations</h3>") == 1 and "<pre>" not in page
     assert "<h3>Free run of the equations</h3>" in page
-    assert "for its whole length (999 steps)" in page
+    assert "the first 999 steps (its length) of the free run dynid score scores: 10,000 steps" in page
     assert titles.count("x") >= 3  # overview, forecast, free run (and spectrum)
+    # The equations' curve is the start of score's run, the one its D_stsp and D_H are of.
+    from dynid.api import score_free_run
+    from dynid.report.svg import Series, line_plot
+
+    run = score_free_run(model, data).states[:999]
+    trial = data.trials[0]
+    drawn = line_plot([Series("data", trial.t, trial.x[:, 0]),
+                       Series("equations", trial.t, np.r_[trial.x[0, 0], run[:, 0]], dashed=True)],
+                      title="x", xlabel="t", width=420, height=220)
+    assert drawn in page

@@ -58,15 +58,15 @@ def build_report(
     if data is not None:
         sections.append(data_section(data, anchor=f"s{len(sections) + 1}"))
     held_out = test if test is not None else data
+    # Per model, what the table and its section both draw on (score's free run), computed once.
+    shared: list[dict[Any, Any]] = [{} for _ in models]
     if len(models) > 1 and held_out is not None:
+        sections.append(comparison_section(models, held_out, horizon=horizon,
+                                           anchor=f"s{len(sections) + 1}", shared=shared))
+    for (path, model_file), cache in zip(models, shared):
         sections.append(
-            comparison_section(models, held_out, horizon=horizon, anchor=f"s{len(sections) + 1}")
-        )
-    for path, model_file in models:
-        sections.append(
-            model_section(
-                path, model_file, data, horizon=horizon, test=test, anchor=f"s{len(sections) + 1}"
-            )
+            model_section(path, model_file, data, horizon=horizon, test=test,
+                          anchor=f"s{len(sections) + 1}", shared=cache)
         )
     for path, doc in results:
         sections.append(result_section(path, doc, anchor=f"s{len(sections) + 1}"))

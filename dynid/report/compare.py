@@ -4,16 +4,17 @@ and their forecasts overlaid on the data."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 
-from dynid.api import FREE_RUN_MIN, free_run_scores
+from dynid.api import FREE_RUN_MIN
 from dynid.data.dataset import Dataset
 from dynid.errors import DynidError
 from dynid.metrics.dsr import spectrum_min_length
 from dynid.metrics.forecast import VPT_THRESHOLD, normalised_error, nrmse, valid_prediction_time
 from dynid.modelfile import ModelFile
-from dynid.report.dynamics import MAX_RESIDUALS, one_step_residuals
+from dynid.report.dynamics import MAX_RESIDUALS, one_step_residuals, score_run_measures
 from dynid.report.forecast import (
     HeldOutForecast, default_steps, forecast_figures, held_out_forecast, seen_in_fitting,
 )
@@ -26,7 +27,7 @@ HEADER = [
     "unseen in fitting",
 ]
 # The dynamical-systems-reconstruction measures by column, and the field of ``dynid score`` that
-# gives each (``api.free_run_scores``): lower is better (definitions in dynid.metrics.dsr).
+# gives each (``api.free_run_measures``): lower is better (definitions in dynid.metrics.dsr).
 DSR_MEASURES = {"D_stsp": "d_stsp", "D_H": "d_h"}
 SEEN = {True: "no (training data)", False: "yes", None: "unknown"}
 
@@ -56,23 +57,26 @@ def parameter_count(model_file: ModelFile) -> int:
     return int(sum(np.size(a) for a in model_file.model.arrays().values()))
 
 
-def dsr_scores(model_file: ModelFile, data: Dataset) -> dict[str, float | None]:
-    """Each DSR measure of the model on ``data`` as ``dynid score`` gives it, by the same function
-    (``api.free_run_scores``: a free run of max(samples in ``data``, ``FREE_RUN_MIN``) steps
-    from the start of its first trial, a driven model's as far as that trial's inputs go); None
-    where score gives none (a run that diverged, D_H on too short a stretch) or refuses the free
-    run (a first trial too short to start it)."""
+def dsr_scores(model_file: ModelFile, data: Dataset, shared: dict[Any, Any]) -> dict[str, float | None]:
+    """Each DSR measure of the model on ``data`` as ``dynid score`` gives it, of the same run
+    (``api.score_free_run``: a free run of max(samples in ``data``, ``FREE_RUN_MIN``) steps
+    from the start of its first trial, a driven model's as far as that trial's inputs go), kept
+    in ``shared`` for the model's section to draw (``dynamics.score_run``); None where score
+    gives none (a run that diverged, D_H on too short a stretch) or refuses the free run (a
+    first trial too short to start it)."""
     try:
-        fields = free_run_scores(model_file.model, data)
+        fields = score_run_measures(model_file.model, data, shared)
     except DynidError:
         return dict.fromkeys(DSR_MEASURES)
     return {column: fields[key] for column, key in DSR_MEASURES.items()}
 
 
 def score_model(
-    path: str, model_file: ModelFile, data: Dataset, *, steps: int
+    path: str, model_file: ModelFile, data: Dataset, *, steps: int,
+    shared: dict[Any, Any] | None = None,
 ) -> ModelScore | str:
-    """``model_file``'s row on the last trial of ``data``, or why there is none."""
+    """``model_file``'s row on the last trial of ``data``, or why there is none. ``shared``:
+    the model's cache of results computed once for the report (``dynamics.score_run``)."""
     model, meta = model_file.model, model_file.metadata
     result = held_out_forecast(model, data, steps)
     if isinstance(result, str):
@@ -97,7 +101,7 @@ def score_model(
         parameters=parameter_count(model_file),
         held_out=SEEN[seen_in_fitting(meta, data)],
         forecast=result,
-        dsr=dsr_scores(model_file, data),
+        dsr=dsr_scores(model_file, data, {} if shared is None else shared),
         # Never above the threshold in the window: the VPT is at least the window.
         vpt_censored=vpt is not None and bool(np.all(
             normalised_error(result.predicted, result.actual, scale) <= VPT_THRESHOLD)),
@@ -115,15 +119,18 @@ def comparison_section(
     *,
     horizon: int | None,
     anchor: str,
+    shared: list[dict[Any, Any]] | None = None,
 ) -> Section:
     """The table of every model on ``data`` (one row each; a model that cannot be scored says
-    why) and their forecasts overlaid where they share a window."""
+    why) and their forecasts overlaid where they share a window. ``shared``: each model's cache
+    of results computed once for the report (its section draws the free run the table scores)."""
     steps = default_steps(data, horizon)
     scores: list[ModelScore] = []
     problems: list[str] = []
-    for path, model_file in models:
+    caches = [{} for _ in models] if shared is None else shared
+    for (path, model_file), cache in zip(models, caches):
         try:
-            outcome = score_model(path, model_file, data, steps=steps)
+            outcome = score_model(path, model_file, data, steps=steps, shared=cache)
         except DynidError as exc:
             outcome = f"{exc}"
         if isinstance(outcome, str):

@@ -1,10 +1,14 @@
-"""Model parts that show the dynamics against ``--data``: phase portraits of the data and of a
-long free run of the model, and one-step residuals with their autocorrelation. Each registers
-itself with ``sections.model_part``; importing this module (``dynid.report`` does) is enough."""
+"""Model parts that show the dynamics against the data: phase portraits of the data and of the
+model's free run, one-step residuals with their autocorrelation, and the equations' free run.
+The free run drawn is the one ``dynid score`` and the comparison table score (D_stsp, D_H):
+``api.score_free_run`` on the held-out data, computed once per model (``score_run``). Each part
+registers itself with ``sections.model_part``; importing this module (``dynid.report`` does) is
+enough."""
 
 from __future__ import annotations
 
 import itertools
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -13,10 +17,11 @@ from dynid.models.base import Backend
 from dynid.report.html import figure, note
 from dynid.report.forecast import data_mismatch
 from dynid.report.sections import ModelContext, model_part
-from dynid.report.svg import Series, line_plot
+from dynid.report.svg import Series, fmt, line_plot, stride
 
-# A free run at least this long, so the model's attractor (or its drift away) shows.
-MIN_FREE_RUN = 2000
+if TYPE_CHECKING:
+    from dynid.api import FreeRun
+
 # At most this many variables (the most variable ones) are paired in phase portraits.
 MAX_PORTRAIT_VARIABLES = 3
 # One-step residuals over at most this many consecutive samples.
@@ -36,36 +41,78 @@ def last_trial(ctx: ModelContext) -> tuple[Dataset, Trial]:
     return data, data.trials[-1]
 
 
-def free_run(model: Backend, trial: Trial) -> np.ndarray:
-    """(steps, d) free run of ``model`` from the first ``history_length`` samples of ``trial``
-    (which must be longer): at least ``MIN_FREE_RUN`` steps, so that its attractor (or its drift
-    away) shows; a driven model runs only as far as the trial's inputs go."""
-    need = model.history_length
-    if model.inputs_:
-        steps = trial.n_samples - need
-        run = model.simulate(trial.slice(0, need), steps, trial.u[need:] if trial.u is not None else None)
-    else:
-        run = model.simulate(trial.slice(0, need), max(MIN_FREE_RUN, trial.n_samples - need), None)
-    return np.asarray(run, dtype=float)
+def free_runnable(ctx: ModelContext) -> bool:
+    """Held-out data (``--test``, else ``--data``) were given and the model can run on them."""
+    return ctx.held_out is not None and not data_mismatch(ctx.model, ctx.held_out)
 
 
-def shared_free_run(ctx: ModelContext) -> np.ndarray:
-    """``free_run`` of the model from the data's last trial, computed once per model section
-    (the phase portrait, the equations' free run and the spectra share it)."""
-    if "free_run" not in ctx.shared:
-        ctx.shared["free_run"] = free_run(ctx.model, last_trial(ctx)[1])
-    return ctx.shared["free_run"]
+def score_run(model: Backend, data: Dataset, shared: dict[Any, Any]) -> FreeRun:
+    """``api.score_free_run(model, data)``, the run behind score's and the comparison table's
+    D_stsp and D_H, kept in ``shared`` (one model's cache, shared by the table and the model's
+    section) so that every figure and number of the report is of this one run."""
+    from dynid.api import score_free_run
+
+    key = ("score run", id(data))  # the data outlive the report's build: ids stay unique
+    if key not in shared:
+        shared[key] = score_free_run(model, data)
+    return shared[key]
 
 
-def free_run_divergence(model: Backend, run: np.ndarray) -> int | None:
-    """The step (1-based) at which ``run`` (steps, d) of ``model`` diverges by forecast's and
-    score's rule (``api.range_escape_step``), or, for a model file that records no training
-    range, leaves the finite numbers; None when it does neither."""
-    from dynid.api import first_nonfinite_step, range_escape_step
+def score_run_measures(model: Backend, data: Dataset, shared: dict[Any, Any]) -> dict[str, Any]:
+    """``api.free_run_measures`` of ``score_run``, computed once like the run."""
+    from dynid.api import free_run_measures
 
-    if model.data_range_ is None:
-        return first_nonfinite_step(run)
-    return range_escape_step(model, run)
+    key = ("score run measures", id(data))
+    if key not in shared:
+        shared[key] = free_run_measures(score_run(model, data, shared), data)
+    return shared[key]
+
+
+def held_out_run(ctx: ModelContext) -> tuple[Dataset, FreeRun]:
+    """The held-out data and ``score_run`` on them (DataError when their first trial is too
+    short to start the model, shown in the part's place)."""
+    data = ctx.held_out
+    if data is None:  # not reached: ``free_runnable`` asks for data; narrows the type
+        raise ValueError("no data")
+    return data, score_run(ctx.model, data, ctx.shared)
+
+
+def run_description(data: Dataset, run: FreeRun, model: Backend) -> str:
+    """The captions' words on which free run is drawn."""
+    return (
+        f"the free run dynid score scores: {run.steps:,} steps from the first {run.history} "
+        f"sample(s) of the first trial of {data.source}"
+        + (", driven by that trial's inputs" if model.inputs_ else "")
+    )
+
+
+def measure_sentence(ctx: ModelContext, label: str, field: str) -> str:
+    """A caption's sentence giving the drawn run's ``label`` measure (score's ``field``): the
+    figure beside the picture."""
+    data, run = held_out_run(ctx)
+    value = score_run_measures(ctx.model, data, ctx.shared)[field]
+    reason = "the run diverged" if run.diverged_at is not None else "undefined on these data"
+    shown = fmt(value) if value is not None else f"none ({reason})"
+    return (f" Its {label} is {shown}, as dynid score (and the model comparison, where there is "
+            "one) gives it.")
+
+
+def divergence_sentence(run: FreeRun) -> str:
+    """The captions' sentence on where ``run`` diverges, or ""."""
+    if run.diverged_at is None:
+        return ""
+    how = ("leaves the training data's range widened by that range on each side, as forecast "
+           "and score check" if run.escaped else "leaves the finite numbers")
+    return f" The free run diverges at step {run.diverged_at} (it {how}); it is drawn up to there."
+
+
+def joined_trials(data: Dataset) -> np.ndarray:
+    """(n, d) every trial of ``data`` one after the other, a NaN row (a gap) between two."""
+    gap = np.full((1, len(data.variables)), np.nan)
+    rows: list[np.ndarray] = []
+    for k, trial in enumerate(data.trials):
+        rows += [gap, trial.x] if k else [trial.x]
+    return np.concatenate(rows)
 
 
 def portrait_pairs(x: np.ndarray) -> list[tuple[int, int]]:
@@ -82,28 +129,21 @@ def portrait_pairs(x: np.ndarray) -> list[tuple[int, int]]:
 
 @model_part(
     "Phase portrait",
-    applies=lambda ctx: runnable(ctx) and ctx.model.n_variables >= 2,
+    applies=lambda ctx: free_runnable(ctx) and ctx.model.n_variables >= 2,
 )
-def _phase_portrait(ctx: ModelContext) -> str | None:
-    data, trial = last_trial(ctx)
+def _phase_portrait(ctx: ModelContext) -> str:
+    data, run = held_out_run(ctx)
     model = ctx.model
-    need = model.history_length
-    if trial.n_samples <= need:
-        return None
-    run = shared_free_run(ctx)
-    steps = run.shape[0]
-    diverged_at = free_run_divergence(model, run)
-    shown = run.copy()
-    if diverged_at is not None:
-        shown[diverged_at - 1:] = np.nan
+    # D_stsp's reference: every sample of the data, each trial apart.
+    observed = joined_trials(data)
     figures = []
-    for i, j in portrait_pairs(trial.x):
+    for i, j in portrait_pairs(observed):
         names = model.variables_
         figures.append(
             figure(
                 line_plot(
-                    [Series("data", trial.x[:, i], trial.x[:, j]),
-                     Series("model", shown[:, i], shown[:, j], dashed=True)],
+                    [Series("data", observed[:, i], observed[:, j]),
+                     Series("model", run.states[:, i], run.states[:, j], dashed=True)],
                     title=f"{names[j]} against {names[i]}",
                     xlabel=names[i],
                     ylabel=names[j],
@@ -113,17 +153,21 @@ def _phase_portrait(ctx: ModelContext) -> str | None:
             )
         )
     caption = (
-        f"Data: the last trial of {data.source} ({trial.n_samples} samples). Model: a free run "
-        f"of {steps} steps from the trial's first {need} sample(s)"
-        + (", driven by the data's inputs." if model.inputs_ else ".")
+        f"Data: all {data.n_samples:,} samples of {data.source}"
+        + (f" ({len(data.trials)} trials)" if len(data.trials) > 1 else "")
+        + _thinned(observed.shape[0]) + f". Model: {run_description(data, run, model)}"
+        + _thinned(run.steps) + "." + measure_sentence(ctx, "D_stsp", "d_stsp")
     )
     if model.n_variables > MAX_PORTRAIT_VARIABLES:
         caption += f" Pairs of the {MAX_PORTRAIT_VARIABLES} variables of largest variance."
-    if diverged_at is not None:
-        caption += (f" The free run diverges at step {diverged_at} (it leaves the training "
-                    "data's range widened by that range on each side, as forecast and score "
-                    "check); it is drawn up to there.")
+    caption += divergence_sentence(run)
     return "<div>" + "".join(figures) + "</div>" + note(caption)
+
+
+def _thinned(n: int) -> str:
+    """How a phase portrait draws a series of ``n`` points (``svg.stride``), or ""."""
+    k = stride(n)
+    return "" if k == 1 else f" (one point in {k} drawn)"
 
 
 def one_step_residuals(model: Backend, trial: Trial, count: int) -> tuple[np.ndarray, np.ndarray]:
@@ -185,30 +229,29 @@ def _residuals(ctx: ModelContext) -> str | None:
     return "<div>" + "".join(figures) + "</div>" + note(caption)
 
 
-@model_part("Free run of the equations", applies=lambda ctx: runnable(ctx) and bool(ctx.model.equation_lines()))
-def _equation_free_run(ctx: ModelContext) -> str | None:
-    """Each variable of the last trial against the equations integrated from its start: what
-    a reader would check before trusting identified equations."""
-    data, trial = last_trial(ctx)
+@model_part("Free run of the equations",
+            applies=lambda ctx: free_runnable(ctx) and bool(ctx.model.equation_lines()))
+def _equation_free_run(ctx: ModelContext) -> str:
+    """Each variable of the first held-out trial against the start of the equations' free run
+    from it (score's): what a reader would check before trusting identified equations."""
+    data, run = held_out_run(ctx)
     model = ctx.model
-    need = model.history_length
-    if trial.n_samples <= need:
-        return None
-    run = shared_free_run(ctx)[: trial.n_samples - need]
+    trial, need = data.trials[0], run.history
+    shown = run.states[: trial.n_samples - need]  # a prefix: the run is at least this long
     t = trial.t[need - 1 :]
     time_label = data.time_column or "t"
     figures = [
         figure(line_plot(
             [Series("data", trial.t, trial.x[:, j]),
              # from the last sample of history, so that the run joins the data
-             Series("equations", t, np.r_[trial.x[need - 1, j], run[:, j]], dashed=True)],
+             Series("equations", t, np.r_[trial.x[need - 1, j], shown[:, j]], dashed=True)],
             title=name, xlabel=time_label, width=420, height=220))
         for j, name in enumerate(model.variables_)
     ]
     caption = (
-        f"The last trial of {data.source} and the equations run freely from its first {need} "
-        f"sample(s) for its whole length ({run.shape[0]} steps)"
-        + (", driven by the data's inputs." if model.inputs_ else ".")
+        f"The first trial of {data.source} and the first {shown.shape[0]:,} steps (its length) "
+        f"of {run_description(data, run, model)}."
         + " Chaotic systems part ways after a few Lyapunov times even with exact equations."
+        + divergence_sentence(run)
     )
     return "<div>" + "".join(figures) + "</div>" + note(caption)

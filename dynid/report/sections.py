@@ -44,7 +44,8 @@ class ModelContext:
     data: Dataset | None
     horizon: int | None
     test: Dataset | None = None
-    # What several parts draw on and is costly to compute (a long free run), by name.
+    # What several parts (and the comparison table) draw on and is costly to compute (the long
+    # free run score scores), by name.
     shared: dict[str, Any] = field(default_factory=dict, compare=False)
 
     @property
@@ -114,11 +115,14 @@ def model_section(
     horizon: int | None,
     anchor: str,
     test: Dataset | None = None,
+    shared: dict[Any, Any] | None = None,
 ) -> Section:
     """Every registered model part that applies (metadata, fit metrics, equations, eigenvalues,
-    with ``data`` a held-out forecast, ...), in registration order."""
+    with ``data`` a held-out forecast, ...), in registration order. ``shared``: the model's
+    results computed once for the whole report (``ModelContext.shared``), e.g. by the
+    comparison table."""
     model, meta = model_file.model, model_file.metadata
-    ctx = ModelContext(model, meta, data, horizon, test)
+    ctx = ModelContext(model, meta, data, horizon, test, {} if shared is None else shared)
     parts = [_block(part.heading(ctx), lambda p=part: p.render(ctx)) for part in MODEL_PARTS
              if part.applies(ctx)]
     backend = meta.get("backend", model.name)

@@ -1,12 +1,12 @@
-"""The power-spectra model part: each variable's Welch spectrum of the data against that of a
-long free run of the model, on log-log axes; a model that reproduces the dynamics (not only the
-next step) matches the data's peaks. Registers itself with ``sections.model_part``."""
+"""The power-spectra model part: each variable's Welch spectrum of the data against that of
+the model's free run that score scores (``dynamics.score_run``), on log-log axes; a model that
+reproduces the dynamics (not only the next step) matches the data's peaks. Registers itself with ``sections.model_part``."""
 
 from __future__ import annotations
 
 import numpy as np
 
-from dynid.report.dynamics import free_run_divergence, last_trial, runnable, shared_free_run
+from dynid.report.dynamics import free_runnable, held_out_run, measure_sentence, run_description
 from dynid.report.html import figure, note
 from dynid.report.sections import ModelContext, model_part
 from dynid.report.svg import Series, line_plot
@@ -37,20 +37,19 @@ def welch_spectrum(x: np.ndarray, dt: float) -> tuple[np.ndarray, np.ndarray] | 
     return frequencies[1:], power[1:]
 
 
-@model_part("Power spectra", applies=lambda ctx: runnable(ctx) and ctx.model.dt_ is not None)
+@model_part("Power spectra", applies=lambda ctx: free_runnable(ctx) and ctx.model.dt_ is not None)
 def _power_spectra(ctx: ModelContext) -> str | None:
-    data, trial = last_trial(ctx)
+    from dynid.api import longest_gap_free_stretch
+
+    data, run = held_out_run(ctx)
     model = ctx.model
-    if trial.n_samples <= model.history_length:
-        return None
-    observed = welch_spectrum(trial.x, model.dt_)
+    # D_H's reference: the data's longest stretch without gaps.
+    stretch = longest_gap_free_stretch(data)
+    observed = welch_spectrum(stretch, model.dt_)
     if observed is None:
         return None
-    run = shared_free_run(ctx)
-    # The phase portrait's rule: a run that has left the training range (even to a bounded
-    # region far off) is the model's no longer; its spectrum is of the steps before.
-    diverged_at = free_run_divergence(model, run)
-    simulated = welch_spectrum(run if diverged_at is None else run[: diverged_at - 1], model.dt_)
+    # A run that has diverged is NaN from there on: its spectrum is of the steps before.
+    simulated = welch_spectrum(run.states, model.dt_)
     figures = []
     # Both axes logarithmic: the slow oscillations that carry most of the power sit in the
     # first few bins of a linear frequency axis.
@@ -62,13 +61,13 @@ def _power_spectra(ctx: ModelContext) -> str | None:
         figures.append(figure(line_plot(series, title=name, xlabel="log10 frequency (1/time)",
                                         ylabel="log10 power", width=320, height=240)))
     caption = (
-        f"Welch power spectral density of the last trial of {data.source} ({trial.n_samples} "
-        f"samples) and of the model's free run of {run.shape[0]} steps"
-        + (", driven by the data's inputs." if model.inputs_ else ".")
+        f"Welch power spectral density of the longest stretch without gaps of {data.source} "
+        f"({stretch.shape[0]:,} samples) and of {run_description(data, run, model)}."
+        + measure_sentence(ctx, "D_H", "d_h")
     )
-    if diverged_at is not None and simulated is not None:
-        caption += (f" The free run diverges at step {diverged_at} (as the phase portrait "
-                    f"says): its spectrum is of the {diverged_at - 1} steps before.")
+    if run.diverged_at is not None and simulated is not None:
+        caption += (f" The free run diverges at step {run.diverged_at} (as the phase portrait "
+                    f"says): its spectrum is of the {run.diverged_at - 1} steps before.")
     if simulated is None:
         caption += " The free run diverges too early for a spectrum of its own."
     return "<div>" + "".join(figures) + "</div>" + note(caption)

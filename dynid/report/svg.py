@@ -336,6 +336,12 @@ def line_plot(
     return frame.render(body)
 
 
+def stride(n: int) -> int:
+    """Every how many points of a series of ``n`` that is not a time series are drawn: at most
+    ``MAX_POINTS`` of them."""
+    return max(1, math.ceil(n / MAX_POINTS))
+
+
 def minmax_columns(px: np.ndarray, y: np.ndarray) -> np.ndarray:
     """Indices of the points to draw of a long series whose pixel x ``px`` (n,) does not
     decrease: in each whole-pixel column, its first and last point, the lowest and highest
@@ -362,7 +368,7 @@ def _polyline(frame: _Frame, x: np.ndarray, y: np.ndarray, color: str, dashed: b
     if x.size > 2 * (frame.x1 - frame.x0) and bool(np.all(np.diff(x) >= 0)):
         keep = minmax_columns(frame.x(x), y)  # frame.x is affine: maps arrays too
     else:
-        keep = np.arange(0, x.size, max(1, math.ceil(x.size / MAX_POINTS)))
+        keep = np.arange(0, x.size, stride(x.size))
     x, y = x[keep], y[keep]
     ok = np.isfinite(x) & np.isfinite(y)
     runs: list[list[tuple[float, float]]] = [[]]
