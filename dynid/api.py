@@ -801,9 +801,9 @@ def bounded_rollout(
 def range_escape_step(model: Backend, path: np.ndarray) -> int | None:
     """The first row (1-based step) of ``path`` (steps, d) that is not finite or leaves the
     training data's range widened by that range on each side (``Backend.data_range_``,
-    ``dynid.metrics.dsr.escape_step``): forecast's and the report's escape check, score's by
-    default (``bounded_rollout`` with ``model.data_range_``). None when
-    every row stays inside, or the model (from an older file) records no range."""
+    ``dynid.metrics.dsr.escape_step``): forecast's escape check; score's and the report's
+    (``bounded_rollout`` with ``model.data_range_``) is the same rule. None when every row
+    stays inside, or the model (from an older file) records no range."""
     from dynid.metrics.dsr import escape_step
 
     bounds = model.data_range_

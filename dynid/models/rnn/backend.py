@@ -233,10 +233,10 @@ class GTFBackend(Backend):
         return x, savgol_filter(x, window, 2, axis=-2), u
 
     def _start_states(self, x: np.ndarray, u: np.ndarray | None) -> torch.Tensor:
-        """The latent states (B, M) (standardised units) at the ends of B histories x (B, W, N)
-        and inputs u (B, W, m) or None, in data units: the teacher-forced warm-up over their
-        forcing signals (``infer_state``). What a forecast starts from (W = history_length),
-        and what ``states`` reports at each sample."""
+        """The latent states (B, M), in standardised units, at the ends of B histories x
+        (B, W, N) and inputs u (B, W, m) or None, both in data units: the teacher-forced
+        warm-up over their forcing signals (``infer_state``). What a forecast starts from
+        (W = history_length), and what ``states`` reports at each sample."""
         import torch
 
         from dynid.models.rnn.gtf import infer_state
