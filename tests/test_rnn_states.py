@@ -140,6 +140,48 @@ def test_plrnn_with_every_latent_observed_has_the_data_as_states():
     np.testing.assert_allclose(found.means, (x - MEAN) / SCALE, rtol=1e-6, atol=1e-6)
 
 
+@pytest.mark.parametrize("latent, window", [(4, 31), (2, 7)])
+def test_a_smoothed_model_starts_from_smoothed_samples(latent, window):
+    # Trained with -p smoothing=W, a model is forced with smoothed data; a forecast must start
+    # from the same. Before, the history was warmup + 1 samples (1 with every latent observed,
+    # 26 here), shorter than the window, so the start was forced with the raw, noisy samples.
+    from scipy.signal import savgol_coeffs, savgol_filter
+
+    rng = np.random.default_rng(13)
+    if latent == 4:
+        model = ALRNN.restore(ALRNNParams(latent=4, pwl=2, smoothing=window),
+                              model_and_record()[0].arrays(), variables=("x0", "x1"), inputs=(),
+                              dt=1.0)
+    else:
+        arrays = {"A": np.full(2, 0.5, dtype=np.float32), "W1": np.zeros((2, 3), np.float32),
+                  "W2": np.zeros((3, 2), np.float32), "h1": np.zeros(2, np.float32),
+                  "h2": np.zeros(3, np.float32), "C": np.zeros((2, 0), np.float32),
+                  "mean": MEAN, "scale": SCALE, "input_mean": np.zeros(0),
+                  "input_scale": np.ones(0), "dominant_region": np.zeros(3)}
+        model = PLRNN.restore(PLRNNParams(hidden=3, smoothing=window), arrays,
+                              variables=("x0", "x1"), inputs=(), dt=1.0)
+    # Whatever model: the observed latents are the (smoothed) standardised data. A slow signal
+    # (0.03 rad per sample), which a window of 31 samples smooths without bias.
+    phase = 0.03 * np.arange(N_SAMPLES)
+    clean = np.column_stack([np.sin(phase), np.cos(phase)])
+    noisy = clean + 0.1 * rng.standard_normal(clean.shape)
+    record = Dataset.from_arrays(noisy * SCALE + MEAN, dt=1.0, variables=["x0", "x1"])
+    assert model.history_length == max(window, 26 if latent == 4 else 1)
+    found = api.states(model, record).means
+    width = model.history_length
+    for row in (width - 1, 150, N_SAMPLES - 1):
+        expected = savgol_filter(noisy[row + 1 - width: row + 1], window, 2, axis=0)[-1]
+        np.testing.assert_allclose(found[row, :2], expected, atol=1e-5)
+    # The start's noise is the noise (sd 0.1) the end of a window's quadratic fit leaves:
+    # 0.1 sqrt(sum c^2) for its coefficients c (0.054 at 31 samples, 0.091 at 7; raw 0.1).
+    rows = slice(width - 1, None)
+    left = 0.1 * np.sqrt(np.sum(savgol_coeffs(window, 2, pos=window - 1) ** 2))
+    error = np.sqrt(np.mean((found[rows, :2] - clean[rows]) ** 2))
+    assert 0.8 * left < error < 1.2 * left
+    start = model.step_map(record.trials[0]).state
+    np.testing.assert_allclose(start, found[-1], rtol=1e-6, atol=1e-7)
+
+
 # -- the command ------------------------------------------------------------------------------
 @pytest.fixture
 def alrnn_files(tmp_path):

@@ -137,7 +137,10 @@ class GTFBackend(Backend):
 
     @property
     def history_length(self) -> int:
-        return self.warmup + 1
+        """Samples a forecast reads: the warm-up and the last row, and with ``smoothing`` at
+        least one window, so that the forcing signal a forecast starts from is smoothed as the
+        training's were (a shorter history would be forced with raw, noisy samples)."""
+        return max(self.warmup + 1, self.params.smoothing)  # type: ignore[attr-defined]
 
     def _fit(self, data: Dataset, *, seed: int | None, device: str, progress: Any) -> None:
         import torch
@@ -257,7 +260,7 @@ class GTFBackend(Backend):
         ``history_length`` samples ending there). So the observed latents z_k, k < N, are the
         forcing signals (x_k - mean_k) / scale_k (smoothed with ``smoothing``) and the others
         are carried by the model's map under that forcing. Standardised units; NaN at each
-        trial's first ``warmup`` samples (too few for a forecast); no sds, the map being
+        trial's first ``history_length - 1`` samples (too few for a forecast); no sds, the map being
         deterministic. ``state``: each sample's subregion, where the subclass numbers them
         (``_region_codes``). labels: refused by ``api.states`` (no ``capabilities.labels``)."""
         self._check_fitted()
