@@ -18,7 +18,7 @@ from dynid.metrics.forecast import valid_prediction_time
 from dynid.models.reservoir.esn import (
     INPUT_SCALINGS, LEAKS, ESN, ESNParams, ReservoirChoice, ReservoirSetting,
 )
-from dynid.models.reservoir.ngrc import NGRC, NGRCParams, ngrc_features
+from dynid.models.reservoir.ngrc import NGRC, NGRCParams, ngrc_features, ngrc_rollout
 from dynid.errors import ComputationError, DataError
 from dynid.models.reservoir import readout
 from dynid.models.reservoir.readout import (
@@ -291,8 +291,8 @@ def test_the_gate_admits_free_runs_on_the_attractor_and_skill_ranks_only_those()
     reference = lorenz(6000)[:2000]
     on_attractor = lorenz(20_000, x0=(1.0, 1.0, 1.0))
     design = fixed_designs(
-        {"still": lambda w, b, steps: np.tile(reference[0], (steps, 1)),
-         "moving": lambda w, b, steps: on_attractor[:steps]},
+        {"still": lambda w, b, steps, box: np.tile(reference[0], (steps, 1)),
+         "moving": lambda w, b, steps, box: on_attractor[:steps]},
         {"still": 120.0, "moving": 80.0})
     chosen, _, _, scores = select_readout(["still", "moving"], design, None, reference)
     assert chosen == "moving"
@@ -308,8 +308,8 @@ def test_among_admitted_settings_of_equal_skill_the_free_run_closer_to_the_data_
     on_attractor = lorenz(20_000, x0=(1.0, 1.0, 1.0))
     rng = np.random.default_rng(0)
     features = rng.standard_normal((50, 2))
-    runs = {"far": lambda w, b, steps: on_attractor[:steps] + 0.03 * reference.std(axis=0),
-            "near": lambda w, b, steps: on_attractor[:steps]}
+    runs = {"far": lambda w, b, steps, box: on_attractor[:steps] + 0.03 * reference.std(axis=0),
+            "near": lambda w, b, steps, box: on_attractor[:steps]}
     # "far"'s skill peaks at the largest ridge, "near"'s at the smallest; both reach the cap.
     peak = {"far": RIDGE_GRID[-1], "near": RIDGE_GRID[0]}
 
@@ -329,7 +329,7 @@ def test_when_every_gate_run_diverges_the_fit_fails_instead_of_choosing_by_skill
     """Two settings whose free runs both overflow (NaN): the gate must not read inf against inf
     as "as good as the best" and hand the choice to skill; no read-out can forecast."""
     reference = lorenz(6000)[:2000]
-    nan_run = lambda w, b, steps: np.full((steps, 3), np.nan)  # noqa: E731
+    nan_run = lambda w, b, steps, box: np.full((steps, 3), np.nan)  # noqa: E731
     design = fixed_designs({"a": nan_run, "b": nan_run}, {"a": 120.0, "b": 80.0})
     with pytest.raises(ComputationError, match="diverged or left the data's range"):
         select_readout(["a", "b"], design, None, reference)
@@ -340,7 +340,7 @@ def escaping_run(reference: np.ndarray, on_attractor: np.ndarray) -> FreeRun:
     ``reference`` beyond its maximum (bounded and finite, but escaped)."""
     beyond = reference.max(axis=0) + 3 * np.ptp(reference, axis=0)
 
-    def run(w, b, steps):
+    def run(w, b, steps, box):
         out = on_attractor[:steps].copy()
         out[-steps // 100 :] = beyond
         return out
@@ -355,7 +355,7 @@ def test_a_free_run_that_escapes_the_data_never_wins_though_its_start_looks_righ
     Its forecasts run away; the bounded run wins, and with only escaping runs the fit fails."""
     reference = lorenz(6000)[:2000]
     escapes = escaping_run(reference, lorenz(20_000, x0=(1.0, 1.0, 1.0)))
-    still = lambda w, b, steps: np.tile(reference[0], (steps, 1))  # noqa: E731
+    still = lambda w, b, steps, box: np.tile(reference[0], (steps, 1))  # noqa: E731
     design = fixed_designs({"escapes": escapes, "still": still}, {"escapes": 150.0, "still": 50.0})
     chosen, _, _, scores = select_readout(["escapes", "still"], design, None, reference)
     assert chosen == "still"
@@ -378,12 +378,12 @@ def test_a_free_run_that_drifts_off_after_three_data_lengths_is_refused(monkeypa
     held = 3 * len(reference)
     centre = on_attractor.mean(axis=0)
 
-    def drifts(w, b, steps):
+    def drifts(w, b, steps, box):
         out = on_attractor[:steps].copy()
         out[held:] = centre + 0.5 * (out[held:] - centre)
         return out
 
-    design = fixed_designs({"drifts": drifts, "steady": lambda w, b, steps: on_attractor[:steps]},
+    design = fixed_designs({"drifts": drifts, "steady": lambda w, b, steps, box: on_attractor[:steps]},
                            {"drifts": 150.0, "steady": 100.0})
     chosen, _, _, scores = select_readout(["drifts", "steady"], design, None, reference)
     assert gate_steps(len(reference)) == 5 * len(reference) <= len(on_attractor)
@@ -416,3 +416,36 @@ def test_the_largest_washout_the_message_allows_leaves_the_readout_enough_rows()
     ESN(ESNParams(washout=144, **settings)).fit(as_data(lorenz(150)), seed=0)
     with pytest.raises(DataError, match="give 4, and the read-out needs at least 5"):
         ESN(ESNParams(washout=145, **settings)).fit(as_data(lorenz(150)), seed=0)
+
+
+def test_a_gate_run_that_escapes_stops_early_and_a_bounded_one_runs_in_full():
+    """The gate's free runs stop within ESCAPE_CHECK_STEPS of leaving the escape box (a 50,000-
+    step run that blew up at step 30 ran all its steps before); the rows they return are the
+    unbounded run's, and a run that stays inside is returned whole. ngrc: a read-out whose
+    increment is 5 % of the state grows 1.05^t, leaving a box of +-10 after ~47 steps; the esn
+    alike with the read-out on its z part."""
+    from dynid.metrics.dsr import escape_box
+    from dynid.models.reservoir.esn import Reservoir
+
+    box = escape_box(np.full(2, -4.0), np.full(2, 4.0))  # +-4 widened by its range: +-12
+    check = readout.ESCAPE_CHECK_STEPS
+    for grow in (0.05, -0.05):  # growing (escapes), shrinking towards 0 (stays inside)
+        linear = 2 * 2  # ngrc, delays 2: z_t, z_{t-1}, then their 10 monomials
+        weights = np.zeros((linear + linear * (linear + 1) // 2, 2))
+        weights[[0, 1], [0, 1]] = grow
+        window = np.ones((2, 2))
+        full = ngrc_rollout(weights, np.zeros((1, 2)), window, 5 * check, 2, 1)
+        stopped = ngrc_rollout(weights, np.zeros((1, 2)), window, 5 * check, 2, 1, box)
+        reservoir = Reservoir.draw(ESNParams(units=20), ReservoirSetting(0.9, 1.0, 0.5), 2, 0)
+        esn_weights = np.zeros((22, 2))
+        esn_weights[[20, 21], [0, 1]] = grow
+        r = np.zeros(20)
+        esn_full = reservoir.rollout(esn_weights, np.zeros(2), r, np.ones(2), 5 * check)
+        esn_stopped = reservoir.rollout(esn_weights, np.zeros(2), r, np.ones(2), 5 * check, box)
+        for whole, part in ((full, stopped), (esn_full, esn_stopped)):
+            if grow > 0:
+                assert len(part) == check  # checked once, after ESCAPE_CHECK_STEPS steps
+                assert np.abs(whole).max() > 1e6  # unbounded, it ran away
+            else:
+                assert len(part) == 5 * check
+            np.testing.assert_array_equal(part, whole[: len(part)])

@@ -42,8 +42,8 @@ def test_geometry_ranks_by_the_runs_state_space_divergence_and_never_takes_an_es
     on_attractor = lorenz(20_000, x0=(1.0, 1.0, 1.0))
     design = fixed_designs(
         {"escapes": escaping_run(reference, on_attractor),
-         "shifted": lambda w, b, steps: on_attractor[:steps] + 0.03 * reference.std(axis=0),
-         "near": lambda w, b, steps: on_attractor[:steps]},
+         "shifted": lambda w, b, steps, box: on_attractor[:steps] + 0.03 * reference.std(axis=0),
+         "near": lambda w, b, steps, box: on_attractor[:steps]},
         {"escapes": 200.0, "shifted": 150.0, "near": 100.0})
     names = ["escapes", "shifted", "near"]
     chosen, _, _, scores = select_readout(names, design, None, reference, rank_by=RANK_BY_GEOMETRY)

@@ -89,6 +89,13 @@ def escape_step(
     return None if inside.all() else int(np.argmin(inside)) + 1
 
 
+def leaves_box(generated: np.ndarray, box: tuple[np.ndarray, np.ndarray]) -> bool:
+    """Whether any row of ``generated`` (..., T', d) is non-finite or outside ``box``, the
+    bounds (d,), (d,) of ``escape_box``."""
+    lower, upper = box
+    return not bool(np.all(np.isfinite(generated) & (generated >= lower) & (generated <= upper)))
+
+
 def escape_box(
     low: np.ndarray, high: np.ndarray, margin: float = ESCAPE_MARGIN
 ) -> tuple[np.ndarray, np.ndarray]:

@@ -76,6 +76,7 @@ from threadpoolctl import threadpool_limits
 
 from dynid.data.dataset import Dataset, Trial
 from dynid.errors import DataError
+from dynid.metrics.dsr import leaves_box
 from dynid.metrics.forecast import VPT_THRESHOLD
 from dynid.models.base import (
     Backend,
@@ -87,6 +88,7 @@ from dynid.models.base import (
 )
 from dynid.models.reservoir.denoise import stored_smoothing, training_states
 from dynid.models.reservoir.readout import (
+    ESCAPE_CHECK_STEPS,
     RANK_BY_GEOMETRY,
     RANK_BY_SKILL,
     Design,
@@ -297,18 +299,25 @@ class Reservoir:
         return states
 
     def rollout(
-        self, weights: np.ndarray, bias: np.ndarray, r: np.ndarray, z: np.ndarray, steps: int
+        self, weights: np.ndarray, bias: np.ndarray, r: np.ndarray, z: np.ndarray, steps: int,
+        box: tuple[np.ndarray, np.ndarray] | None = None,
     ) -> np.ndarray:
         """Closed-loop runs (..., steps, d) from states r (..., n) at inputs z (..., d).
 
         weights (..., n + d, d) and bias (..., d) broadcast against the leading axes, so one call
-        runs several read-outs (candidate ridges) from several starts.
+        runs several read-outs (candidate ridges) from several starts. With an escape ``box``
+        the runs stop early once one has left it (``readout.FreeRun``): fewer than steps rows.
         """
         out = np.empty((*z.shape[:-1], steps, z.shape[-1]))
+        checked = 0
         for h in range(steps):
             features = self.readout_features(r, z)[..., None, :]
             z = z + (features @ weights)[..., 0, :] + bias
             out[..., h, :] = z
+            if box is not None and h + 1 - checked >= ESCAPE_CHECK_STEPS:
+                if leaves_box(out[..., checked : h + 1, :], box):
+                    return out[..., : h + 1, :]
+                checked = h + 1
             r = self.step(r, z)
         return out
 
@@ -392,10 +401,11 @@ class ESN(Backend):
                 )  # (C, starts, horizon, d)
                 return valid_steps(runs, truth, VPT_THRESHOLD).mean(axis=-1)
 
-            def free_run(weights: np.ndarray, bias: np.ndarray, steps: int) -> np.ndarray:
+            def free_run(weights: np.ndarray, bias: np.ndarray, steps: int,
+                         box: tuple[np.ndarray, np.ndarray] | None) -> np.ndarray:
                 """(steps, d): the closed loop continuing the longest trial."""
                 return reservoir.rollout(weights, bias, trials_r[reference][-1],
-                                         trials_z[reference][-1], steps)
+                                         trials_z[reference][-1], steps, box)
 
             return Design(features, increments, rollout_skill, free_run)
 

@@ -35,10 +35,12 @@ import numpy as np
 
 from dynid.data.dataset import Dataset, Trial
 from dynid.errors import DataError
+from dynid.metrics.dsr import leaves_box
 from dynid.metrics.forecast import VPT_THRESHOLD
 from dynid.models.base import Backend, Capabilities, Hyperparameters, expect_array, param
 from dynid.models.reservoir.denoise import stored_smoothing, training_states
 from dynid.models.reservoir.readout import (
+    ESCAPE_CHECK_STEPS,
     Design,
     Standardiser,
     design_rows,
@@ -117,19 +119,26 @@ def _monomial_pairs(width: int) -> tuple[np.ndarray, np.ndarray]:
 
 
 def ngrc_rollout(
-    weights: np.ndarray, bias: np.ndarray, windows: np.ndarray, steps: int, delays: int, skip: int
+    weights: np.ndarray, bias: np.ndarray, windows: np.ndarray, steps: int, delays: int,
+    skip: int, box: tuple[np.ndarray, np.ndarray] | None = None,
 ) -> np.ndarray:
     """Closed-loop runs (..., steps, d) after ``windows`` (..., (k-1)s + 1, d), standardised.
 
     weights (..., f, d) and bias (..., 1, d) broadcast against the runs' leading axes, so one
-    call runs several read-outs (candidate ridges) from several starts.
+    call runs several read-outs (candidate ridges) from several starts. With an escape ``box``
+    the runs stop early once one has left it (``readout.FreeRun``): fewer than steps rows.
     """
     size = windows.shape[-2]
     z = np.empty((*windows.shape[:-2], size + steps, windows.shape[-1]))
     z[..., :size, :] = windows
+    checked = size
     for t in range(size - 1, size - 1 + steps):
         features = ngrc_features(z, np.array([t]), delays, skip)  # (..., 1, f)
         z[..., t + 1 : t + 2, :] = z[..., t : t + 1, :] + features @ weights + bias
+        if box is not None and t + 2 - checked >= ESCAPE_CHECK_STEPS:
+            if leaves_box(z[..., checked : t + 2, :], box):
+                return z[..., size : t + 2, :]
+            checked = t + 2
     return z[..., size:, :]
 
 
@@ -208,10 +217,11 @@ class NGRC(Backend):
                                     delays, skip)  # (C, starts, horizon, d)
                 return valid_steps(runs, truth, VPT_THRESHOLD).mean(axis=-1)
 
-            def free_run(weights: np.ndarray, bias: np.ndarray, steps: int) -> np.ndarray:
+            def free_run(weights: np.ndarray, bias: np.ndarray, steps: int,
+                         box: tuple[np.ndarray, np.ndarray] | None) -> np.ndarray:
                 """(steps, d): the closed loop continuing the longest trial."""
                 return ngrc_rollout(weights, bias, trials_z[reference][-window:], steps,
-                                    delays, skip)
+                                    delays, skip, box)
 
             return Design(features, increments, rollout_skill, free_run)
 

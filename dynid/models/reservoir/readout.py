@@ -56,7 +56,12 @@ from typing import Generic, TypeVar
 import numpy as np
 
 from dynid.errors import ComputationError, DataError
-from dynid.metrics.dsr import escapes, power_spectrum_distance, state_space_divergence
+from dynid.metrics.dsr import (
+    escape_box,
+    escapes,
+    power_spectrum_distance,
+    state_space_divergence,
+)
 from dynid.metrics.forecast import one_step_metrics
 
 # Candidate ridges: penalties on the mean squared error, from effectively none to strong.
@@ -94,9 +99,15 @@ RANK_BY_GEOMETRY = "geometry"
 # (weights (C, k, d), bias (C, d), held-out row indices into the design) -> (C,) mean valid
 # closed-loop steps of the C read-outs: one call scores every candidate ridge at once.
 RolloutSkill = Callable[[np.ndarray, np.ndarray, np.ndarray], np.ndarray]
-# (weights (k, d), bias (d,), steps) -> (steps, d) closed-loop run of one read-out continuing
-# the geometry reference (standardised units).
-FreeRun = Callable[[np.ndarray, np.ndarray, int], np.ndarray]
+# Steps between two checks of a gate run against its escape box: a run that has escaped stops
+# within this many steps (0.1 s of an esn's closed loop), not after all of its up to 50,000.
+ESCAPE_CHECK_STEPS = 500
+# (weights (k, d), bias (d,), steps, box) -> (steps, d) closed-loop run of one read-out
+# continuing the geometry reference (standardised units). With an escape box (lower (d,),
+# upper (d,)) the run may stop early, within ESCAPE_CHECK_STEPS of leaving it (its rows up to
+# there come back): a run that escaped is refused whatever it does next.
+FreeRun = Callable[[np.ndarray, np.ndarray, int, "tuple[np.ndarray, np.ndarray] | None"],
+                   np.ndarray]
 Candidate = TypeVar("Candidate")
 
 
@@ -249,8 +260,8 @@ def free_run_geometry(
     for ``steps`` steps (``gate_steps``), against ``reference``; ``Geometry.diverged()`` for a
     run that is not finite or leaves the reference's range by more than the range
     (``escapes``)."""
-    run = free_run(weights, bias, steps)
-    if escapes(reference, run):
+    run = free_run(weights, bias, steps, escape_box(reference.min(axis=0), reference.max(axis=0)))
+    if escapes(reference, run):  # a run stopped early ends in the rows that escaped
         return Geometry.diverged()
     return Geometry(state_space_divergence(reference, run), power_spectrum_distance(reference, run))
 
