@@ -84,6 +84,11 @@ class ALRNN(GTFBackend):
         numbers = [int(code, 2) for code in region_codes(self.cell_.slopes(z).numpy())]
         return np.where(np.isnan(z.numpy()).any(axis=1), np.nan, np.array(numbers, dtype=float))
 
+    def region_code(self, number: int) -> str:
+        """The code ``symbolic_coding`` (``dynid info``) writes for the subregion ``states``
+        numbers ``number``: its P binary digits (2 -> "10" for P = 2: unit M-P+1 on, M-P+2 off)."""
+        return format(number, f"0{self.params.pwl}b")  # type: ignore[attr-defined]
+
 
 def region_codes(slopes: np.ndarray) -> list[str]:
     """The code of each subregion of slopes (T, P) in {0, 1}: the P units' signs, "10" for
