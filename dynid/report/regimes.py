@@ -1,18 +1,23 @@
 """The model part of models with discrete states, with ``--data``: the data of the last trial
 over time with each sample's state as a coloured band behind it. For discrete-state models
 (``hmm``, ``arhmm``, ``slds``) the state is the most likely one (Viterbi); for models whose
-latent space falls into numbered linear subregions (``alrnn``: a ``region_code(number)``
-method), the subregion of each sample's latent state as ``dynid states`` gives it, named by the
-code ``dynid info``'s symbolic coding uses. Registers itself with ``sections.model_part``;
+latent space falls into numbered linear subregions (``alrnn``: ``region_code(number)`` and
+``run_regions`` methods), the subregion of each sample's latent state as ``dynid states`` gives
+it, named by the code ``dynid info``'s symbolic coding uses, and below, with held-out data, the
+subregions of the free run score scores (``dynamics.score_run``). Registers itself with ``sections.model_part``;
 importing this module (``dynid.report`` does) is enough."""
 
 from __future__ import annotations
+
+from dataclasses import dataclass
 
 import numpy as np
 
 from dynid import api
 from dynid.models.base import Backend
-from dynid.report.dynamics import portrait_pairs
+from dynid.report.dynamics import (
+    divergence_sentence, free_runnable, held_out_run, portrait_pairs, run_description,
+)
 from dynid.report.forecast import data_mismatch
 from dynid.report.html import figure, note
 from dynid.report.sections import ModelContext, model_part
@@ -59,31 +64,92 @@ def _regimes(ctx: ModelContext) -> str | None:
     states = api.states(model, last)
     if states.state is None:
         return None
-    runs = state_runs(states.t, states.state)
+    run = None
     if has_regions(model):
-        # Only the subregions visited: there are 2^P of them.
-        numbers = sorted({k for _, _, k in runs})
+        run = _free_run_regions(ctx) if free_runnable(ctx) else None
+        # Only the subregions visited (there are 2^P), coloured alike in both figures.
+        visited = np.concatenate([states.state] + ([] if run is None else [run.state]))
+        numbers = np.unique(visited[~np.isnan(visited)]).astype(int).tolist()
         names = {k: f"subregion {model.region_code(k)}" for k in numbers}  # type: ignore[attr-defined]
         caption = _region_caption(model, states.state, data.source)
-    else:
-        if states.probabilities is None:
-            return None
+    elif states.probabilities is not None:
         numbers = list(range(states.probabilities.shape[1]))
         names = {k: f"state {k}" for k in numbers}
         caption = f"last trial of {data.source}; band: most likely state (Viterbi) of each sample"
-    known = states.state[~np.isnan(states.state)]  # the samples with a state
-    shares = ", ".join(f"{names[k].split()[-1]}: {np.mean(known == k):.0%}" for k in numbers)
-    caption += f"; {len(runs)} runs; time in each {names[numbers[0]].split()[0]} {shares}"
-    if len(runs) > MAX_RUNS:
-        return note(f"The states change {len(runs)} times in the last trial: too often to draw as a band. {caption}.")
-    x = last.trials[0].x
-    shown = sorted({i for pair in portrait_pairs(x) for i in pair}) or [0]
-    colors = {k: BAND_COLORS[i % len(BAND_COLORS)] for i, k in enumerate(numbers)}
-    series = [Series(model.variables_[i], states.t, x[:, i]) for i in shown]
-    # Legend keys for the states' band colours (a series with nothing to draw).
-    series += [Series(names[k], states.t[:1], np.full(1, np.nan), color=colors[k]) for k in numbers]
-    spans = [(lo, hi, colors[k], f"{names[k]}: t = {lo:g} to {hi:g}") for lo, hi, k in runs]
-    return figure(line_plot(series, xlabel=data.time_column or "t", spans=spans), caption)
+    else:
+        return None
+    bands = Bands(names, {k: BAND_COLORS[i % len(BAND_COLORS)] for i, k in enumerate(numbers)},
+                  model.variables_, data.time_column or "t")
+    body = bands.figure(states.t, last.trials[0].x, states.state,
+                        f"{caption}; {bands.shares(states.state)}")
+    if run is not None:
+        shown = run.t.size
+        body += bands.figure(run.t, run.x, run.state[:shown],
+                             f"{run.caption}: {bands.shares(run.state)}{run.tail}")
+    return body
+
+
+@dataclass(frozen=True)
+class Bands:
+    """How states are drawn: ``names`` ("state 2", "subregion 10") and band ``colors`` by
+    state number; over ``variables`` against time labelled ``xlabel``."""
+
+    names: dict[int, str]
+    colors: dict[int, str]
+    variables: tuple[str, ...]
+    xlabel: str
+
+    def shares(self, state: np.ndarray) -> str:
+        """The caption's words on ``state`` (n,; NaN: none): its runs, the time in each state."""
+        known = state[~np.isnan(state)]
+        words = ", ".join(f"{self.names[k].split()[-1]}: {np.mean(known == k):.0%}"
+                          for k in self.names if np.any(known == k))
+        runs = len(state_runs(np.arange(state.size, dtype=float), state))
+        return f"{runs} runs; time in each {next(iter(self.names.values())).split()[0]} {words}"
+
+    def figure(self, t: np.ndarray, x: np.ndarray, state: np.ndarray, caption: str) -> str:
+        """The columns of x (n, d) a phase portrait pairs, over t (n,), each sample's ``state``
+        (n,; NaN: none) a band behind them; a note instead when it changes too often."""
+        runs = state_runs(t, state)
+        if len(runs) > MAX_RUNS:
+            return note(f"The states change {len(runs)} times: too often to draw as a band. {caption}.")
+        shown = sorted({i for pair in portrait_pairs(x) for i in pair}) or [0]
+        series = [Series(self.variables[i], t, x[:, i]) for i in shown]
+        # Legend keys for the states' band colours (a series with nothing to draw).
+        series += [Series(self.names[k], t[:1], np.full(1, np.nan), color=self.colors[k])
+                   for k in sorted({k for _, _, k in runs})]
+        spans = [(lo, hi, self.colors[k], f"{self.names[k]}: t = {lo:g} to {hi:g}") for lo, hi, k in runs]
+        return figure(line_plot(series, xlabel=self.xlabel, spans=spans), caption)
+
+
+@dataclass(frozen=True)
+class RunRegions:
+    """The subregions of score's free run: ``state`` (finite steps,) of the whole run up to
+    where it diverges; ``t`` (n,) and ``x`` (n, d) its first n steps, those drawn; ``caption``
+    and ``tail`` the words around the run's shares."""
+
+    t: np.ndarray
+    x: np.ndarray
+    state: np.ndarray
+    caption: str
+    tail: str
+
+
+def _free_run_regions(ctx: ModelContext) -> RunRegions:
+    """The subregions of score's free run on the held-out data (``dynamics.score_run``): its
+    first steps drawn, as many as the first trial has after the run's start."""
+    data, run = held_out_run(ctx)
+    model, trial = ctx.model, data.trials[0]
+    finite = run.steps if run.diverged_at is None else run.diverged_at - 1
+    # The same run: the latent states of simulate's run from the same history and inputs.
+    state = model.run_regions(  # type: ignore[attr-defined]
+        trial.slice(0, run.history), run.steps, run.inputs)[:finite]
+    shown = min(finite, trial.n_samples - run.history)
+    t = trial.t[run.history - 1] + np.arange(1, shown + 1) * model.dt_
+    caption = (f"The first {shown:,} steps (the trial's length after its start) of "
+               f"{run_description(data, run, model)}, with the subregion of each step's latent "
+               f"state; over all its {finite:,} steps" + (" before it diverges" if finite < run.steps else ""))
+    return RunRegions(t, run.states[:shown], state, caption, "." + divergence_sentence(run))
 
 
 def _region_caption(model: Backend, state: np.ndarray, source: str) -> str:
