@@ -106,6 +106,27 @@ def test_a_driven_run_s_subregions_follow_its_inputs():
         f"subregion {code:02b}: t = {lo:g} to {hi:g}" for lo, hi, code in expected]
 
 
+def test_a_diverging_run_s_subregions_stop_where_it_diverges():
+    """A free run that leaves the training range (the observed rotation grown 10 % a step)
+    has subregions only up to there: the caption says how many steps, and where it diverges,
+    as the other figures of that run do."""
+    from dynid.api import score_free_run
+
+    model, data, _ = model_and_record()
+    with torch.no_grad():
+        model.cell_.W[:2, :2] *= 1.1
+    model.data_range_ = data.value_range()  # as a fit records it: the escape check's range
+    run = score_free_run(model, data)
+    assert run.escaped and 2 < run.diverged_at < N_SAMPLES - WARMUP - 1
+    page = build_report([("m.dynid", ModelFile(model, describe_fit(
+        model, data, seed=0, device="cpu", fit_seconds=0.1)))], [], data)
+    check_page(page)
+    finite = run.diverged_at - 1
+    assert f"The first {finite:,} steps (up to where it diverges) of the free run" in page
+    assert f"over all its {finite:,} steps before it diverges: " in page
+    assert f"The free run diverges at step {run.diverged_at} " in page.split("Linear subregions")[1]
+
+
 def test_state_runs_skip_samples_without_a_state():
     t = np.arange(7.0)
     state = np.array([np.nan, np.nan, 2, 2, 3, np.nan, 3])

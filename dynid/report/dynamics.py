@@ -219,8 +219,8 @@ def _residuals(ctx: ModelContext) -> str | None:
     ]
     caption = (
         f"The last {m} samples of the last trial of {data.source} ({held_out_option(ctx)}), each "
-        "predicted one step from the samples before it. Residuals of a good model look like white noise: autocorrelation "
-        "inside the dashed band at every lag but 0."
+        "predicted one step from the samples before it. Residuals of a good model look like white "
+        "noise: autocorrelation inside the dashed band at every lag but 0."
     )
     return "<div>" + "".join(figures) + "</div>" + note(caption)
 

@@ -4,8 +4,8 @@ over time with each sample's state as a coloured band behind it. For discrete-st
 latent space falls into numbered linear subregions (``alrnn``: ``region_code(number)`` and
 ``run_regions`` methods), the subregion of each sample's latent state as ``dynid states`` gives
 it, named by the code ``dynid info``'s symbolic coding uses, and below, with held-out data, the
-subregions of the free run score scores (``dynamics.score_run``). Registers itself with ``sections.model_part``;
-importing this module (``dynid.report`` does) is enough."""
+subregions of the free run score scores (``dynamics.score_run``). Registers itself with
+``sections.model_part``; importing this module (``dynid.report`` does) is enough."""
 
 from __future__ import annotations
 
@@ -70,42 +70,49 @@ def _regimes(ctx: ModelContext) -> str | None:
         # Only the subregions visited (there are 2^P), coloured alike in both figures.
         visited = np.concatenate([states.state] + ([] if run is None else [run.state]))
         numbers = np.unique(visited[~np.isnan(visited)]).astype(int).tolist()
-        names = {k: f"subregion {model.region_code(k)}" for k in numbers}  # type: ignore[attr-defined]
+        kind, labels = "subregion", {k: model.region_code(k) for k in numbers}  # type: ignore[attr-defined]
         caption = _region_caption(model, states.state, data.source)
     elif states.probabilities is not None:
         numbers = list(range(states.probabilities.shape[1]))
-        names = {k: f"state {k}" for k in numbers}
+        kind, labels = "state", {k: str(k) for k in numbers}
         caption = f"last trial of {data.source}; band: most likely state (Viterbi) of each sample"
     else:
         return None
-    bands = Bands(names, {k: BAND_COLORS[i % len(BAND_COLORS)] for i, k in enumerate(numbers)},
+    bands = Bands(kind, labels, {k: BAND_COLORS[i % len(BAND_COLORS)] for i, k in enumerate(numbers)},
                   model.variables_, data.time_column or "t")
     body = bands.figure(states.t, last.trials[0].x, states.state,
                         f"{caption}; {bands.shares(states.state)}")
-    if run is not None:
-        shown = run.t.size
-        body += bands.figure(run.t, run.x, run.state[:shown],
+    if run is not None and run.t.size:
+        body += bands.figure(run.t, run.x, run.state[: run.t.size],
                              f"{run.caption}: {bands.shares(run.state)}{run.tail}")
+    elif run is not None:  # diverged at its first step
+        body += note(run.tail.strip(". "))
     return body
 
 
 @dataclass(frozen=True)
 class Bands:
-    """How states are drawn: ``names`` ("state 2", "subregion 10") and band ``colors`` by
-    state number; over ``variables`` against time labelled ``xlabel``."""
+    """How states are drawn: by state number, ``labels`` ("2", "10": a ``kind`` "state" or
+    "subregion" of that label) and band ``colors``; over ``variables`` against time labelled
+    ``xlabel``."""
 
-    names: dict[int, str]
+    kind: str
+    labels: dict[int, str]
     colors: dict[int, str]
     variables: tuple[str, ...]
     xlabel: str
 
+    def name(self, k: int) -> str:
+        return f"{self.kind} {self.labels[k]}"
+
     def shares(self, state: np.ndarray) -> str:
         """The caption's words on ``state`` (n,; NaN: none): its runs, the time in each state."""
         known = state[~np.isnan(state)]
-        words = ", ".join(f"{self.names[k].split()[-1]}: {np.mean(known == k):.0%}"
-                          for k in self.names if np.any(known == k))
+        if not known.size:
+            return f"no sample has a {self.kind}"
+        words = ", ".join(f"{label}: {np.mean(known == k):.0%}" for k, label in self.labels.items())
         runs = len(state_runs(np.arange(state.size, dtype=float), state))
-        return f"{runs} runs; time in each {next(iter(self.names.values())).split()[0]} {words}"
+        return f"{runs} runs; time in each {self.kind} {words}"
 
     def figure(self, t: np.ndarray, x: np.ndarray, state: np.ndarray, caption: str) -> str:
         """The columns of x (n, d) a phase portrait pairs, over t (n,), each sample's ``state``
@@ -116,9 +123,9 @@ class Bands:
         shown = sorted({i for pair in portrait_pairs(x) for i in pair}) or [0]
         series = [Series(self.variables[i], t, x[:, i]) for i in shown]
         # Legend keys for the states' band colours (a series with nothing to draw).
-        series += [Series(self.names[k], t[:1], np.full(1, np.nan), color=self.colors[k])
+        series += [Series(self.name(k), t[:1], np.full(1, np.nan), color=self.colors[k])
                    for k in sorted({k for _, _, k in runs})]
-        spans = [(lo, hi, self.colors[k], f"{self.names[k]}: t = {lo:g} to {hi:g}") for lo, hi, k in runs]
+        spans = [(lo, hi, self.colors[k], f"{self.name(k)}: t = {lo:g} to {hi:g}") for lo, hi, k in runs]
         return figure(line_plot(series, xlabel=self.xlabel, spans=spans), caption)
 
 
@@ -146,9 +153,11 @@ def _free_run_regions(ctx: ModelContext) -> RunRegions:
         trial.slice(0, run.history), run.steps, run.inputs)[:finite]
     shown = min(finite, trial.n_samples - run.history)
     t = trial.t[run.history - 1] + np.arange(1, shown + 1) * model.dt_
-    caption = (f"The first {shown:,} steps (the trial's length after its start) of "
+    limit = "up to where it diverges" if shown == finite < run.steps else "the trial's length after its start"
+    caption = (f"The first {shown:,} steps ({limit}) of "
                f"{run_description(data, run, model)}, with the subregion of each step's latent "
-               f"state; over all its {finite:,} steps" + (" before it diverges" if finite < run.steps else ""))
+               f"state; over all its {finite:,} steps"
+               + (" before it diverges" if finite < run.steps else ""))
     return RunRegions(t, run.states[:shown], state, caption, "." + divergence_sentence(run))
 
 
@@ -162,8 +171,8 @@ def _region_caption(model: Backend, state: np.ndarray, source: str) -> str:
         "state a forecast from the data up to that sample starts from (teacher-forced, as dynid "
         f"states gives it). A subregion is named by the signs of the model's {pwl} "
         f"piecewise-linear units, the code of dynid info's symbolic_coding: \u201c{example}\u201d "
-        f"= the first unit on (positive){', the others off' if pwl > 1 else ''}; dynid states' state column gives the "
-        f"code as a binary number (\u201c{example}\u201d = {2 ** (pwl - 1)}). The model is linear "
+        f"= the first unit on (positive){', the others off' if pwl > 1 else ''}; dynid states' "
+        f"state column gives the code as a binary number (\u201c{example}\u201d = {2 ** (pwl - 1)}). The model is linear "
         "inside each subregion"
         + (f"; the first {missing} sample(s) have none (too few before them for a forecast)"
            if missing else "")
