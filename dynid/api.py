@@ -451,12 +451,14 @@ class FreeRun:
     """A free run as ``dynid score`` scores it (``score_free_run``): ``states`` (steps, d), NaN
     from ``diverged_at`` (1-based step) on, None when it did not diverge; ``escaped``: it left
     the escape range rather than the finite numbers; it starts after the first ``history``
-    samples of the data's first trial."""
+    samples of the data's first trial, driven by ``inputs`` (steps, m) for a model with inputs
+    (None without)."""
 
     states: np.ndarray
     history: int
     diverged_at: int | None
     escaped: bool
+    inputs: np.ndarray | None = None
 
     @property
     def steps(self) -> int:
@@ -503,7 +505,7 @@ def score_free_run(model: Backend, data: Dataset, steps: int | None = None, *,
     states, diverged_at, escaped = bounded_rollout(
         model, first.slice(0, model.history_length), steps, future,
         escape_range=data.value_range() if allow_escape else model.data_range_)
-    return FreeRun(states, model.history_length, diverged_at, escaped)
+    return FreeRun(states, model.history_length, diverged_at, escaped, future)
 
 
 def free_run_measures(run: FreeRun, data: Dataset) -> dict[str, Any]:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 
 from dynid.data.dataset import Dataset
@@ -160,3 +162,40 @@ def test_no_portrait_for_one_variable():
     page = build_report([("m.dynid", fitted(LinearMap, data))], [], data)
     check_page(page)
     assert "Phase portrait" not in page and "<h3>Residuals</h3>" in page
+
+
+def _residual_plot(model, trial) -> str:
+    """The residuals figure the report draws of ``trial`` (as ``dynamics._residuals`` draws it)."""
+    from dynid.report.dynamics import MAX_RESIDUALS
+
+    t, r = one_step_residuals(model, trial, MAX_RESIDUALS)
+    return line_plot([Series(name, t, r[:, j]) for j, name in enumerate(model.variables_)],
+                     title="One-step residuals", xlabel="t", ylabel="data \u2212 prediction",
+                     width=420, height=240)
+
+
+def test_residuals_are_of_the_test_data_when_given():
+    """The residuals were of the last trial of --data even with --test (the data the forecast,
+    free run and table are judged on): with --test they are of its last trial, and the caption
+    says which data they are."""
+    data = rotation_data()
+    # Held-out data from another start: a model off by 5 % leaves other residuals on them.
+    x = np.array([[0.0, 2.0]])
+    for _ in range(99):
+        x = np.vstack([x, 0.99 * np.array([[np.cos(0.2), -np.sin(0.2)], [np.sin(0.2), np.cos(0.2)]]) @ x[-1]])
+    test = dataclasses.replace(Dataset.from_arrays(x, dt=0.1, variables=["x", "y"]), source="held.csv")
+    model_file = fitted(data=data)
+    model_file.model.A_ = model_file.model.A_ * 0.95
+    model = model_file.model
+    on_test, on_data = _residual_plot(model, test.trials[-1]), _residual_plot(model, data.trials[-1])
+    assert on_test != on_data
+    page = build_report([("m.dynid", model_file)], [], data, test=test)
+    check_page(page)
+    assert on_test in page and on_data not in page
+    assert "The last 99 samples of the last trial of held.csv (the --test data), each" in page
+    # --test alone: residuals too (none were drawn without --data).
+    page = build_report([("m.dynid", model_file)], [], None, test=test)
+    assert on_test in page
+    # No --test: of --data, and said so.
+    page = build_report([("m.dynid", model_file)], [], data)
+    assert on_data in page and "(the --data; no --test given)" in page

@@ -66,7 +66,7 @@ def report(
     input_files: Annotated[list[str], typer.Argument(metavar="INPUT", help="Model files (.dynid) and JSON results of other dynid commands.")],
     output: Annotated[str, typer.Option("--output", "-o", help="The HTML file to write ('-' = stdout).")],
     data_file: Annotated[Optional[str], typer.Option("--data", help="Data to describe and compare forecasts with.")] = None,
-    test_file: Annotated[Optional[str], typer.Option("--test", help="Held-out data (not used in fitting) to judge forecasts on instead of --data.")] = None,
+    test_file: Annotated[Optional[str], typer.Option("--test", help="Held-out data (not used in fitting) to judge forecasts, residuals and free runs on instead of --data.")] = None,
     horizon: Annotated[Optional[int], typer.Option("--horizon", min=1, help="Held-out steps in the forecast-vs-data plot [default: min(200, n/4)].")] = None,
     title: Annotated[str, typer.Option("--title", help="Report title.")] = "dynid report",
     interactive: Annotated[bool, typer.Option("--interactive", help="Zoom, pan and a coordinate read-out on the figures: one hand-written script inlined once (1.6 kB), still offline.")] = False,

@@ -29,21 +29,14 @@ MAX_RESIDUALS = 400
 MAX_LAG = 40
 
 
-def runnable(ctx: ModelContext) -> bool:
-    """Data were given and the model can run on them."""
-    return ctx.data is not None and not data_mismatch(ctx.model, ctx.data)
-
-
-def last_trial(ctx: ModelContext) -> tuple[Dataset, Trial]:
-    data = ctx.data
-    if data is None:  # not reached: ``runnable`` asks for data; narrows the type
-        raise ValueError("no data")
-    return data, data.trials[-1]
-
-
 def free_runnable(ctx: ModelContext) -> bool:
     """Held-out data (``--test``, else ``--data``) were given and the model can run on them."""
     return ctx.held_out is not None and not data_mismatch(ctx.model, ctx.held_out)
+
+
+def held_out_option(ctx: ModelContext) -> str:
+    """The captions' words on which option gave the held-out data."""
+    return "the --test data" if ctx.test is not None else "the --data; no --test given"
 
 
 def score_run(model: Backend, data: Dataset, shared: dict[Any, Any]) -> FreeRun:
@@ -194,10 +187,13 @@ def autocorrelation(r: np.ndarray, max_lag: int) -> np.ndarray:
     return out
 
 
-@model_part("Residuals", applies=runnable)
+@model_part("Residuals", applies=free_runnable)
 def _residuals(ctx: ModelContext) -> str | None:
-    data, trial = last_trial(ctx)
-    model = ctx.model
+    # Of the held-out data, like the forecast (its last trial) and the free run.
+    data, model = ctx.held_out, ctx.model
+    if data is None:  # not reached: ``free_runnable`` asks for data; narrows the type
+        return None
+    trial = data.trials[-1]
     if trial.n_samples <= model.history_length + 2:
         return None
     t, residuals = one_step_residuals(model, trial, MAX_RESIDUALS)
@@ -222,9 +218,9 @@ def _residuals(ctx: ModelContext) -> str | None:
                          width=420, height=240)),
     ]
     caption = (
-        f"The last {m} samples of the last trial of {data.source}, each predicted one step from "
-        "the samples before it. Residuals of a good model look like white noise: autocorrelation "
-        "inside the dashed band at every lag but 0."
+        f"The last {m} samples of the last trial of {data.source} ({held_out_option(ctx)}), each "
+        "predicted one step from the samples before it. Residuals of a good model look like white "
+        "noise: autocorrelation inside the dashed band at every lag but 0."
     )
     return "<div>" + "".join(figures) + "</div>" + note(caption)
 

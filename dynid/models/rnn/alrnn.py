@@ -27,6 +27,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from dynid.data.dataset import Trial
 from dynid.errors import UsageError
 from dynid.models.base import param
 from dynid.models.rnn.backend import GTFBackend, GTFParams
@@ -83,6 +84,21 @@ class ALRNN(GTFBackend):
         ``symbolic_coding`` spells ("10" = 2: unit M-P+1 on, M-P+2 off); NaN where z is."""
         numbers = [int(code, 2) for code in region_codes(self.cell_.slopes(z).numpy())]
         return np.where(np.isnan(z.numpy()).any(axis=1), np.nan, np.array(numbers, dtype=float))
+
+    def run_regions(self, history: Trial, steps: int, future_inputs: np.ndarray | None = None
+                    ) -> np.ndarray:
+        """The subregion (steps,) of each latent state of the run ``simulate`` makes with these
+        arguments, numbered as ``states`` numbers them (NaN where the state is not finite):
+        the symbolic coding of that very run."""
+        self._check_history(history, steps, future_inputs)
+        z = self._latent_run(history, steps, future_inputs)
+        numbers = self._region_codes(z)
+        return np.where(np.isfinite(z.numpy()).all(axis=1), numbers, np.nan)
+
+    def region_code(self, number: int) -> str:
+        """The code ``symbolic_coding`` (``dynid info``) writes for the subregion ``states``
+        numbers ``number``: its P binary digits (2 -> "10" for P = 2: unit M-P+1 on, M-P+2 off)."""
+        return format(number, f"0{self.params.pwl}b")  # type: ignore[attr-defined]
 
 
 def region_codes(slopes: np.ndarray) -> list[str]:

@@ -330,6 +330,13 @@ class GTFBackend(Backend):
 
     def _simulate(self, history: Trial, steps: int, future_inputs: np.ndarray | None
                   ) -> np.ndarray:
+        run = self._latent_run(history, steps, future_inputs)[:, : self.n_variables]
+        return run.numpy().astype(float) * self.scale_ + self.mean_
+
+    def _latent_run(self, history: Trial, steps: int, future_inputs: np.ndarray | None
+                    ) -> torch.Tensor:
+        """The latent states (steps, M; standardised units) of ``simulate``'s run: its first N
+        columns, in data units, are the run."""
         import torch
 
         from dynid.models.rnn.gtf import rollout
@@ -343,9 +350,8 @@ class GTFBackend(Backend):
         else:
             u_run = np.zeros((steps, 0))
         with torch.no_grad():
-            run = rollout(self.cell_, z, steps, torch.as_tensor(u_run[None], dtype=torch.float32)
-                          )[0][0, :, : self.n_variables]
-        return run.numpy().astype(float) * self.scale_ + self.mean_
+            return rollout(self.cell_, z, steps, torch.as_tensor(u_run[None], dtype=torch.float32)
+                           )[0][0]
 
     def step_map(self, history: Trial) -> StepMap:
         """The latent map z -> z' (M; standardised units, which leave the exponents unchanged)
