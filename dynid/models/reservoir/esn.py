@@ -52,6 +52,14 @@ per record the three draws spanned 0.05-0.20 against 0.02-0.37 at 300 units (med
 against 0.080); and the fit costs 3.7 times as much (about 89 against 24 CPU s for 10,000
 samples).
 
+Linearised noise training (``lmnt``; Wikner et al. 2024; the ``lmnt`` module): the read-out is
+fitted as if its input z_t carried noise of variance beta (standardised units), to first order:
+beta times the Jacobian term of the features [r_t, z_t] with respect to z_t, whose reservoir
+block is a diag(1 - tanh^2) W_in (times 2 r_i for the squared units), joins the ridge. A free
+run feeds its own errors back as inputs, and a read-out trained to withstand input noise damps
+them. ``-p lmnt=none`` chooses beta from ``lmnt.LMNT_GRID`` jointly with the ridge by held-out
+skill; the default is none (0): see benchmarks/README.md, round 11, for what it measured.
+
 Fixed defaults, by principle: bias scaling 0.5 keeps tanh mostly in its unsaturated range;
 washout 100 samples is about 10 memory times at rho 0.9 (0.9^100 ~ 3e-5).
 
@@ -86,6 +94,7 @@ from dynid.models.base import (
     param,
 )
 from dynid.models.reservoir.denoise import stored_smoothing, training_states
+from dynid.models.reservoir.lmnt import LMNT_GRID, NoisePenalty
 from dynid.models.reservoir.readout import (
     RANK_BY_GEOMETRY,
     RANK_BY_SKILL,
@@ -157,6 +166,12 @@ class ESNParams(Hyperparameters):
         "the read-out sees the square of every even-numbered unit's state instead of the state "
         "(Pathak et al. 2018): quadratic terms, and a break of tanh's odd symmetry",
     )
+    lmnt: float | None = param(
+        0.0,
+        "linearised noise training of the read-out (Wikner et al. 2024): the variance of the "
+        "noise on the standardised input it is trained to withstand, to first order; 0 = none; "
+        f"none = choose from {LMNT_GRID} with the ridge by closed-loop skill on held-out blocks",
+    )
 
     def __post_init__(self) -> None:
         if self.units < 1:
@@ -184,6 +199,8 @@ class ESNParams(Hyperparameters):
             raise ValueError(f"washout must be a positive integer, not {self.washout}")
         if self.ridge is not None and not self.ridge >= 0:
             raise ValueError(f"ridge must be zero, positive or none, not {self.ridge}")
+        if self.lmnt is not None and not self.lmnt >= 0:
+            raise ValueError(f"lmnt must be zero, positive or none, not {self.lmnt}")
 
 
 @dataclass(frozen=True)
@@ -275,6 +292,18 @@ class Reservoir:
             gain[..., ::2] = 2.0 * r[..., ::2]
         return gain
 
+    def noise_gains(self, previous: np.ndarray, r: np.ndarray) -> np.ndarray:
+        """The Jacobian of the read-out's features with respect to the input z_t that drove
+        ``previous`` (..., n) to ``r`` (..., n) is diag(gains) @ [W_in; I_d]: gains (..., n +
+        d), a (1 - tanh^2) times ``readout_gain`` for the units, 1 for z (``lmnt`` module)."""
+        drive = (r - (1.0 - self.leak) * previous) / self.leak  # tanh(.) of the step
+        units = self.leak * (1.0 - drive**2) * self.readout_gain(r)
+        return np.concatenate([units, np.ones((*r.shape[:-1], self.input.shape[1]))], axis=-1)
+
+    def noise_penalty(self, gains: np.ndarray) -> NoisePenalty:
+        """The ``NoisePenalty`` of rows of ``noise_gains`` (N, n + d)."""
+        return NoisePenalty.of_gains(gains, np.vstack([self.input, np.eye(self.input.shape[1])]))
+
     @functools.cached_property
     def _sparse_recurrent(self) -> sparse.csr_array:
         """W in compressed rows: about ``connections`` of n entries per row are nonzero, so a
@@ -356,7 +385,8 @@ class ESN(Backend):
                                               params.denoise)
         candidates = ReservoirChoice.candidates(params)
         lengths = [len(z) for z in trials_z]
-        _check_rows(lengths, params.washout, min_design_rows(len(candidates), params.ridge))
+        _check_rows(lengths, params.washout,
+                    min_design_rows(len(candidates), params.ridge, params.lmnt))
         row_trial, row_t = design_rows(lengths, params.washout)
         increments = np.vstack([
             z[row_t[row_trial == i] + 1] - z[row_t[row_trial == i]] for i, z in enumerate(trials_z)
@@ -372,6 +402,11 @@ class ESN(Backend):
             features = np.vstack([
                 reservoir.readout_features(r[row_t[row_trial == i]],
                                            trials_z[i][row_t[row_trial == i]])
+                for i, r in enumerate(trials_r)
+            ])
+            # Rows t >= washout >= 1, so every row has the state before it.
+            gains = None if params.lmnt == 0 else np.vstack([
+                reservoir.noise_gains(r[row_t[row_trial == i] - 1], r[row_t[row_trial == i]])
                 for i, r in enumerate(trials_r)
             ])
 
@@ -397,7 +432,8 @@ class ESN(Backend):
                 return reservoir.rollout(weights, bias, trials_r[reference][-1],
                                          trials_z[reference][-1], steps)
 
-            return Design(features, increments, rollout_skill, free_run)
+            noise = None if gains is None else lambda rows: reservoir.noise_penalty(gains[rows])
+            return Design(features, increments, rollout_skill, free_run, noise)
 
         reference = longest(trials_z)
         budget = self.training_options.max_time_s
@@ -405,7 +441,8 @@ class ESN(Backend):
         with np.errstate(all="ignore"):  # diverging candidate runs are scored, not reported
             choice, chosen, readout, scores = select_readout(
                 candidates, design, params.ridge, trials_z[reference], rank_by=params.rank_by,
-                out_of_time=None if deadline is None else lambda: time.monotonic() >= deadline)
+                out_of_time=None if deadline is None else lambda: time.monotonic() >= deadline,
+                lmnt=params.lmnt)
         setting = choice.setting
         self.reservoir_ = Reservoir.draw(params, setting, self.n_variables, base + choice.draw)
         self.smoothing_ = smoothing
