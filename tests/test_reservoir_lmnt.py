@@ -71,6 +71,35 @@ def test_esn_lmnt_readout_is_the_limit_of_training_on_noisy_copies_of_the_input(
                      RidgeSolver(features, targets))
 
 
+def test_esn_lmnt_with_k_steps_is_the_limit_of_noise_on_every_input():
+    """Noise on every input sample, the reservoir run on each noisy copy (the paper's
+    multi-noise training): LMNT with k = 40 steps (rho 0.5, leak 1: the noise's effect decays
+    by 0.5 a step) is its limit, and k = 1 (the current input only) is not."""
+    z = lorenz_z(400)
+    params = ESNParams(units=30)
+    reservoir = Reservoir.draw(params, ReservoirSetting(0.5, 1.0, 1.0), 3, seed=2)
+    states = reservoir.run(z)
+    rows = np.arange(60, len(z) - 1)
+    features = reservoir.readout_features(states[rows], z[rows])
+    targets = z[rows + 1] - z[rows]
+    noisy = z + antithetic_noise(z.shape, copies=400)  # (copies, T, 3)
+    noisy_states = np.zeros((len(noisy), 30))
+    noisy_features = np.empty((len(noisy), len(rows), 33))
+    for t in range(rows[-1] + 1):
+        noisy_states = reservoir.step(noisy_states, noisy[:, t])
+        if t >= rows[0]:
+            noisy_features[:, t - rows[0]] = reservoir.readout_features(noisy_states, noisy[:, t])
+    augmented = RidgeSolver(noisy_features.reshape(-1, 33),
+                            (z[rows + 1] - noisy[:, rows]).reshape(-1, 3))
+    gains = reservoir.noise_gains(states[rows - 1], states[rows])
+    plain = RidgeSolver(features, targets)
+    many = reservoir.noise_penalty(gains, reservoir.propagated_noise(states, 40)[:, rows])
+    assert_converges(augmented, RidgeSolver(features, targets, many, SIGMA**2), plain)
+    with pytest.raises(AssertionError):
+        assert_converges(augmented, RidgeSolver(features, targets,
+                                                reservoir.noise_penalty(gains), SIGMA**2), plain)
+
+
 def test_ngrc_lmnt_readout_is_the_limit_of_training_on_noisy_copies_of_every_sample():
     """Smaller noise, more copies and a ridge than for the esn: the quadratic monomials' own
     fourth-order noise terms, which LMNT leaves out, move an unridged read-out along its
@@ -153,7 +182,8 @@ def test_files_from_before_lmnt_load_without_it():
     assert NGRCParams.from_dict(stored).lmnt == 0.0
 
 
-@pytest.mark.parametrize("backend", [ESNParams, NGRCParams])
-def test_lmnt_is_checked(backend):
+@pytest.mark.parametrize(("backend", "values"), [
+    (ESNParams, dict(lmnt=-1e-3)), (NGRCParams, dict(lmnt=-1e-3)), (ESNParams, dict(lmnt_steps=0))])
+def test_lmnt_is_checked(backend, values):
     with pytest.raises(ValueError, match="lmnt"):
-        backend(lmnt=-1e-3)
+        backend(**values)

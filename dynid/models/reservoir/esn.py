@@ -172,6 +172,11 @@ class ESNParams(Hyperparameters):
         "noise on the standardised input it is trained to withstand, to first order; 0 = none; "
         f"none = choose from {LMNT_GRID} with the ridge by closed-loop skill on held-out blocks",
     )
+    lmnt_steps: int = param(
+        1,
+        "k of linearised noise training: the noise on each of the last k inputs, propagated "
+        "through the reservoir to the read-out's features; 1 = the current input only",
+    )
 
     def __post_init__(self) -> None:
         if self.units < 1:
@@ -201,6 +206,8 @@ class ESNParams(Hyperparameters):
             raise ValueError(f"ridge must be zero, positive or none, not {self.ridge}")
         if self.lmnt is not None and not self.lmnt >= 0:
             raise ValueError(f"lmnt must be zero, positive or none, not {self.lmnt}")
+        if self.lmnt_steps < 1:
+            raise ValueError(f"lmnt_steps must be a positive integer, not {self.lmnt_steps}")
 
 
 @dataclass(frozen=True)
@@ -300,9 +307,37 @@ class Reservoir:
         units = self.leak * (1.0 - drive**2) * self.readout_gain(r)
         return np.concatenate([units, np.ones((*r.shape[:-1], self.input.shape[1]))], axis=-1)
 
-    def noise_penalty(self, gains: np.ndarray) -> NoisePenalty:
-        """The ``NoisePenalty`` of rows of ``noise_gains`` (N, n + d)."""
-        return NoisePenalty.of_gains(gains, np.vstack([self.input, np.eye(self.input.shape[1])]))
+    def propagated_noise(self, states: np.ndarray, steps: int) -> np.ndarray:
+        """d features_t / d z_{t-j} for j = 1 .. steps - 1, the units' block (the z block is
+        0): (steps - 1, T, n, d) for a trial's states (T, n) run from r = 0 (inputs before the
+        trial's start are none). By d r_t / d z_{t-j} = ((1 - a) I + a diag(tanh'_t) W) d
+        r_{t-1} / d z_{t-j}, one sparse product per step for all t."""
+        n, d, a = self.recurrent.shape[0], self.input.shape[1], self.leak
+        previous = np.vstack([np.zeros((1, n)), states[:-1]])
+        slope = (1.0 - ((states - (1.0 - a) * previous) / a) ** 2)[:, :, None]  # (T, n, 1)
+        current = a * slope * self.input  # d r_t / d z_t, (T, n, d)
+        out = np.empty((steps - 1, *current.shape))
+        for j in range(steps - 1):
+            shifted = np.zeros_like(current)
+            shifted[1:] = current[:-1]  # d r_{t-1} / d z_{t-j-1}
+            spread = (self._sparse_recurrent @ shifted.transpose(1, 0, 2).reshape(n, -1))
+            current = (1.0 - a) * shifted + a * slope * spread.reshape(n, -1, d).transpose(1, 0, 2)
+            out[j] = current * self.readout_gain(states)[:, :, None]
+        return out
+
+    def noise_penalty(self, gains: np.ndarray, propagated: np.ndarray | None = None
+                      ) -> NoisePenalty:
+        """The ``NoisePenalty`` of rows of ``noise_gains`` (N, n + d), and of the same rows of
+        ``propagated_noise`` (steps - 1, N, n, d) where given (k > 1)."""
+        penalty = NoisePenalty.of_gains(
+            gains, np.vstack([self.input, np.eye(self.input.shape[1])]))
+        if propagated is None or not len(propagated):
+            return penalty
+        n = self.recurrent.shape[0]
+        flat = propagated.transpose(2, 0, 1, 3).reshape(n, -1)
+        gram = penalty.gram.copy()
+        gram[:n, :n] += flat @ flat.T
+        return NoisePenalty(gram, penalty.cross, penalty.rows)
 
     @functools.cached_property
     def _sparse_recurrent(self) -> sparse.csr_array:
@@ -409,6 +444,15 @@ class ESN(Backend):
                 reservoir.noise_gains(r[row_t[row_trial == i] - 1], r[row_t[row_trial == i]])
                 for i, r in enumerate(trials_r)
             ])
+            propagated = None if gains is None or params.lmnt_steps == 1 else np.concatenate([
+                reservoir.propagated_noise(r, params.lmnt_steps)[:, row_t[row_trial == i]]
+                for i, r in enumerate(trials_r)
+            ], axis=1)
+
+            def noise(rows: np.ndarray) -> NoisePenalty:
+                assert gains is not None
+                return reservoir.noise_penalty(
+                    gains[rows], None if propagated is None else propagated[:, rows])
 
             def rollout_skill(
                 weights: np.ndarray, bias: np.ndarray, held_out: np.ndarray
@@ -432,8 +476,8 @@ class ESN(Backend):
                 return reservoir.rollout(weights, bias, trials_r[reference][-1],
                                          trials_z[reference][-1], steps)
 
-            noise = None if gains is None else lambda rows: reservoir.noise_penalty(gains[rows])
-            return Design(features, increments, rollout_skill, free_run, noise)
+            return Design(features, increments, rollout_skill, free_run,
+                          None if gains is None else noise)
 
         reference = longest(trials_z)
         budget = self.training_options.max_time_s
