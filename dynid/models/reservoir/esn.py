@@ -75,6 +75,7 @@ from __future__ import annotations
 import functools
 import itertools
 import time
+from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
@@ -325,18 +326,19 @@ class Reservoir:
             out[j] = current * self.readout_gain(states)[:, :, None]
         return out
 
-    def noise_penalty(self, gains: np.ndarray, propagated: np.ndarray | None = None
+    def noise_penalty(self, gains: np.ndarray, propagated: Iterable[np.ndarray] | None = None
                       ) -> NoisePenalty:
         """The ``NoisePenalty`` of rows of ``noise_gains`` (N, n + d), and of the same rows of
-        ``propagated_noise`` (steps - 1, N, n, d) where given (k > 1)."""
+        each step of ``propagated_noise`` ((N, n, d) each) where given (k > 1)."""
         penalty = NoisePenalty.of_gains(
             gains, np.vstack([self.input, np.eye(self.input.shape[1])]))
-        if propagated is None or not len(propagated):
+        if propagated is None:
             return penalty
         n = self.recurrent.shape[0]
-        flat = propagated.transpose(2, 0, 1, 3).reshape(n, -1)
         gram = penalty.gram.copy()
-        gram[:n, :n] += flat @ flat.T
+        for step in propagated:  # one step at a time: each is an (N, n, d) copy
+            flat = step.transpose(1, 0, 2).reshape(n, -1)
+            gram[:n, :n] += flat @ flat.T
         return NoisePenalty(gram, penalty.cross, penalty.rows)
 
     @functools.cached_property
@@ -452,7 +454,7 @@ class ESN(Backend):
             def noise(rows: np.ndarray) -> NoisePenalty:
                 assert gains is not None
                 return reservoir.noise_penalty(
-                    gains[rows], None if propagated is None else propagated[:, rows])
+                    gains[rows], None if propagated is None else (step[rows] for step in propagated))
 
             def rollout_skill(
                 weights: np.ndarray, bias: np.ndarray, held_out: np.ndarray
