@@ -58,7 +58,12 @@ beta times the Jacobian term of the features [r_t, z_t] with respect to z_t, who
 block is a diag(1 - tanh^2) W_in (times 2 r_i for the squared units), joins the ridge. A free
 run feeds its own errors back as inputs, and a read-out trained to withstand input noise damps
 them. ``-p lmnt=none`` chooses beta from ``lmnt.LMNT_GRID`` jointly with the ridge by held-out
-skill; the default is none (0): see benchmarks/README.md, round 11, for what it measured.
+skill; ``lmnt_steps`` = k propagates each input's noise through k reservoir steps. Not the
+default (0): from x alone (Lorenz, 1 % noise, dev records 11-14) ``lmnt=none`` read a median
+D_stsp of 0.180 / D_H 0.061 against 0.130 / 0.050 at twice the fit's cost, because held-out
+skill sits at its cap for most betas and the tie then takes a larger ridge; at one setting and
+a fixed ridge, betas 1e-4 to 1e-2 moved the records both ways within their scatter
+(benchmarks/README.md, round 11).
 
 Fixed defaults, by principle: bias scaling 0.5 keeps tanh mostly in its unsaturated range;
 washout 100 samples is about 10 memory times at rho 0.9 (0.9^100 ~ 3e-5).
@@ -453,8 +458,8 @@ class ESN(Backend):
 
             def noise(rows: np.ndarray) -> NoisePenalty:
                 assert gains is not None
-                return reservoir.noise_penalty(
-                    gains[rows], None if propagated is None else (step[rows] for step in propagated))
+                steps = None if propagated is None else (step[rows] for step in propagated)
+                return reservoir.noise_penalty(gains[rows], steps)
 
             def rollout_skill(
                 weights: np.ndarray, bias: np.ndarray, held_out: np.ndarray

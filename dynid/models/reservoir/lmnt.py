@@ -28,11 +28,12 @@ the identity on the z block, and with that substitution the two problems are the
 paper's pure Jacobian Gram term becomes G plus the cross term X here). Where we differ:
 
 - Noise steps: the paper propagates each step's noise through k reservoir steps (its k, a
-  hyperparameter). The esn here takes k = 1, the current input only (J_t0 = [a diag(1 -
-  tanh^2) W_in; I_d], analytic and as cheap as the feature Gram matrix); propagating through
-  the reservoir costs an (n, n) product per row and step, and was not built for want of time
-  in round 11. The ngrc has no state beyond its delay window, so noise on every sample of the
-  window (all its delays) is exact multi-noise training's first order, and that is what it uses.
+  hyperparameter). The esn's ``lmnt_steps`` is that k, default 1: the current input only
+  (J_t0 = [a diag(1 - tanh^2) W_in; I_d], as cheap as the feature Gram matrix), because each
+  further step costs a sparse product and an (n, N d) x (N d, n) Gram product, and k = 10 was
+  no better than k = 1 from x alone (benchmarks/README.md, round 11). The ngrc has no state
+  beyond its delay window, so noise on every sample of the window (all its delays) is exact
+  multi-noise training's first order, and that is what it uses.
 - beta: the paper tunes the noise regulariser with the Tikhonov one by validation forecasts
   (valid time among stable runs); here beta is chosen with the ridge from ``LMNT_GRID`` by the
   same held-out closed-loop skill (``readout.cross_validated_skill``), ties going to the larger

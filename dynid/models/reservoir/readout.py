@@ -343,8 +343,9 @@ def select_readout(
     ``lmnt.LMNT_GRID`` (linearised noise training; 0, the default: none). Every (candidate,
     ridge, lmnt) is scored by ``cross_validated_skill``, and each candidate keeps its best
     (ridge, lmnt) (ties to the larger lmnt, then the larger ridge: the map more robust to
-    noise on its inputs, then the smoother). With a ``reference`` (T, d) (the standardised training trial the designs'
-    ``free_run`` continues) and several candidates, each candidate's read-out runs freely for
+    noise on its inputs, then the smoother). With a ``reference`` (T, d) (the standardised
+    training trial the designs' ``free_run`` continues) and several candidates, each
+    candidate's read-out runs freely for
     ``gate_steps(T, rank_by)`` steps (``free_run_geometry``); a run that escapes is never
     admissible, and ComputationError when every run escapes (then no candidate's read-out can
     be trusted to forecast). Then, by ``rank_by``:
@@ -362,8 +363,8 @@ def select_readout(
 
     ``out_of_time``: asked before each candidate after the first; once it says yes, the rest
     are left unscored and the best of those scored wins (then fewer scores than candidates
-    come back). A single candidate with a given ridge and lmnt is used as it is, unscored. Designs are
-    built one at a time (the winner's again at the end), so at most two are in memory.
+    come back). A single candidate with a given ridge and lmnt is used as it is, unscored.
+    Designs are built one at a time (the winner's again at the end), so at most two are in memory.
     """
     if ridge is not None and not ridge >= 0:
         raise ValueError(f"ridge must be zero or positive, not {ridge}")
@@ -387,10 +388,12 @@ def select_readout(
             break
         built = design(candidate)
         table = cross_validated_skill(built, ridges, lmnts)
-        skill = {(r, b): float(table[i, j]) for i, b in enumerate(lmnts) for j, r in enumerate(ridges)}
+        skill = {(r, b): float(table[i, j])
+                 for i, b in enumerate(lmnts) for j, r in enumerate(ridges)}
         skills.append(skill)
         chosen.append(max(skill, key=lambda pair: (skill[pair], pair[1], pair[0])))
-        geometries.append(None if steps is None else _gate_geometry(built, *chosen[-1], reference, steps))
+        geometries.append(None if steps is None
+                          else _gate_geometry(built, *chosen[-1], reference, steps))
     scored = candidates[: len(skills)]
     admissible = [True] * len(scored)
     excess = [1.0] * len(scored)
