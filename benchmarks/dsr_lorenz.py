@@ -245,6 +245,7 @@ MODELS: dict[str, Callable[[Condition], tuple[Runner, int]]] = {
 
 # A dynid fit's metrics recorded beside its figures: what it chose among its candidates.
 CHOICE_METRICS = ("draw", "spectral_radius", "leak", "input_scaling", "delays", "skip", "ridge",
+                  "lmnt", "lmnt_skill_steps",
                   "setting_free_run_geometry")
 
 

@@ -52,6 +52,19 @@ per record the three draws spanned 0.05-0.20 against 0.02-0.37 at 300 units (med
 against 0.080); and the fit costs 3.7 times as much (about 89 against 24 CPU s for 10,000
 samples).
 
+Linearised noise training (``lmnt``; Wikner et al. 2024; the ``lmnt`` module): the read-out is
+fitted as if its input z_t carried noise of variance beta (standardised units), to first order:
+beta times the Jacobian term of the features [r_t, z_t] with respect to z_t, whose reservoir
+block is a diag(1 - tanh^2) W_in (times 2 r_i for the squared units), joins the ridge. A free
+run feeds its own errors back as inputs, and a read-out trained to withstand input noise damps
+them. ``-p lmnt=none`` chooses beta from ``lmnt.LMNT_GRID`` jointly with the ridge by held-out
+skill; ``lmnt_steps`` = k propagates each input's noise through k reservoir steps. Not the
+default (0): from x alone (Lorenz, 1 % noise, dev records 11-14) ``lmnt=none`` read a median
+D_stsp of 0.180 / D_H 0.061 against 0.130 / 0.050 at twice the fit's cost, because held-out
+skill sits at its cap for most betas and the tie then takes a larger ridge; at one setting and
+a fixed ridge, betas 1e-4 to 1e-2 moved the records both ways within their scatter
+(benchmarks/README.md, round 11).
+
 Fixed defaults, by principle: bias scaling 0.5 keeps tanh mostly in its unsaturated range;
 washout 100 samples is about 10 memory times at rho 0.9 (0.9^100 ~ 3e-5).
 
@@ -67,6 +80,7 @@ from __future__ import annotations
 import functools
 import itertools
 import time
+from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
@@ -87,6 +101,7 @@ from dynid.models.base import (
     param,
 )
 from dynid.models.reservoir.denoise import stored_smoothing, training_states
+from dynid.models.reservoir.lmnt import LMNT_GRID, NoisePenalty
 from dynid.models.reservoir.readout import (
     ESCAPE_CHECK_STEPS,
     RANK_BY_GEOMETRY,
@@ -159,6 +174,17 @@ class ESNParams(Hyperparameters):
         "the read-out sees the square of every even-numbered unit's state instead of the state "
         "(Pathak et al. 2018): quadratic terms, and a break of tanh's odd symmetry",
     )
+    lmnt: float | None = param(
+        0.0,
+        "linearised noise training of the read-out (Wikner et al. 2024): the variance of the "
+        "noise on the standardised input it is trained to withstand, to first order; 0 = none; "
+        f"none = choose from {LMNT_GRID} with the ridge by closed-loop skill on held-out blocks",
+    )
+    lmnt_steps: int = param(
+        1,
+        "k of linearised noise training: the noise on each of the last k inputs, propagated "
+        "through the reservoir to the read-out's features; 1 = the current input only",
+    )
 
     def __post_init__(self) -> None:
         if self.units < 1:
@@ -186,6 +212,10 @@ class ESNParams(Hyperparameters):
             raise ValueError(f"washout must be a positive integer, not {self.washout}")
         if self.ridge is not None and not self.ridge >= 0:
             raise ValueError(f"ridge must be zero, positive or none, not {self.ridge}")
+        if self.lmnt is not None and not self.lmnt >= 0:
+            raise ValueError(f"lmnt must be zero, positive or none, not {self.lmnt}")
+        if self.lmnt_steps < 1:
+            raise ValueError(f"lmnt_steps must be a positive integer, not {self.lmnt_steps}")
 
 
 @dataclass(frozen=True)
@@ -277,6 +307,47 @@ class Reservoir:
             gain[..., ::2] = 2.0 * r[..., ::2]
         return gain
 
+    def noise_gains(self, previous: np.ndarray, r: np.ndarray) -> np.ndarray:
+        """The Jacobian of the read-out's features with respect to the input z_t that drove
+        ``previous`` (..., n) to ``r`` (..., n) is diag(gains) @ [W_in; I_d]: gains (..., n +
+        d), a (1 - tanh^2) times ``readout_gain`` for the units, 1 for z (``lmnt`` module)."""
+        drive = (r - (1.0 - self.leak) * previous) / self.leak  # tanh(.) of the step
+        units = self.leak * (1.0 - drive**2) * self.readout_gain(r)
+        return np.concatenate([units, np.ones((*r.shape[:-1], self.input.shape[1]))], axis=-1)
+
+    def propagated_noise(self, states: np.ndarray, steps: int) -> np.ndarray:
+        """d features_t / d z_{t-j} for j = 1 .. steps - 1, the units' block (the z block is
+        0): (steps - 1, T, n, d) for a trial's states (T, n) run from r = 0 (inputs before the
+        trial's start are none). By d r_t / d z_{t-j} = ((1 - a) I + a diag(tanh'_t) W) d
+        r_{t-1} / d z_{t-j}, one sparse product per step for all t."""
+        n, d, a = self.recurrent.shape[0], self.input.shape[1], self.leak
+        previous = np.vstack([np.zeros((1, n)), states[:-1]])
+        slope = (1.0 - ((states - (1.0 - a) * previous) / a) ** 2)[:, :, None]  # (T, n, 1)
+        current = a * slope * self.input  # d r_t / d z_t, (T, n, d)
+        out = np.empty((steps - 1, *current.shape))
+        for j in range(steps - 1):
+            shifted = np.zeros_like(current)
+            shifted[1:] = current[:-1]  # d r_{t-1} / d z_{t-j-1}
+            spread = (self._sparse_recurrent @ shifted.transpose(1, 0, 2).reshape(n, -1))
+            current = (1.0 - a) * shifted + a * slope * spread.reshape(n, -1, d).transpose(1, 0, 2)
+            out[j] = current * self.readout_gain(states)[:, :, None]
+        return out
+
+    def noise_penalty(self, gains: np.ndarray, propagated: Iterable[np.ndarray] | None = None
+                      ) -> NoisePenalty:
+        """The ``NoisePenalty`` of rows of ``noise_gains`` (N, n + d), and of the same rows of
+        each step of ``propagated_noise`` ((N, n, d) each) where given (k > 1)."""
+        penalty = NoisePenalty.of_gains(
+            gains, np.vstack([self.input, np.eye(self.input.shape[1])]))
+        if propagated is None:
+            return penalty
+        n = self.recurrent.shape[0]
+        gram = penalty.gram.copy()
+        for step in propagated:  # one step at a time: each is an (N, n, d) copy
+            flat = step.transpose(1, 0, 2).reshape(n, -1)
+            gram[:n, :n] += flat @ flat.T
+        return NoisePenalty(gram, penalty.cross, penalty.rows)
+
     @functools.cached_property
     def _sparse_recurrent(self) -> sparse.csr_array:
         """W in compressed rows: about ``connections`` of n entries per row are nonzero, so a
@@ -365,7 +436,8 @@ class ESN(Backend):
                                               params.denoise)
         candidates = ReservoirChoice.candidates(params)
         lengths = [len(z) for z in trials_z]
-        _check_rows(lengths, params.washout, min_design_rows(len(candidates), params.ridge))
+        _check_rows(lengths, params.washout,
+                    min_design_rows(len(candidates), params.ridge, params.lmnt))
         row_trial, row_t = design_rows(lengths, params.washout)
         increments = np.vstack([
             z[row_t[row_trial == i] + 1] - z[row_t[row_trial == i]] for i, z in enumerate(trials_z)
@@ -383,6 +455,20 @@ class ESN(Backend):
                                            trials_z[i][row_t[row_trial == i]])
                 for i, r in enumerate(trials_r)
             ])
+            # Rows t >= washout >= 1, so every row has the state before it.
+            gains = None if params.lmnt == 0 else np.vstack([
+                reservoir.noise_gains(r[row_t[row_trial == i] - 1], r[row_t[row_trial == i]])
+                for i, r in enumerate(trials_r)
+            ])
+            propagated = None if gains is None or params.lmnt_steps == 1 else np.concatenate([
+                reservoir.propagated_noise(r, params.lmnt_steps)[:, row_t[row_trial == i]]
+                for i, r in enumerate(trials_r)
+            ], axis=1)
+
+            def noise(rows: np.ndarray) -> NoisePenalty:
+                assert gains is not None
+                steps = None if propagated is None else (step[rows] for step in propagated)
+                return reservoir.noise_penalty(gains[rows], steps)
 
             def rollout_skill(
                 weights: np.ndarray, bias: np.ndarray, held_out: np.ndarray
@@ -407,7 +493,8 @@ class ESN(Backend):
                 return reservoir.rollout(weights, bias, trials_r[reference][-1],
                                          trials_z[reference][-1], steps, box)
 
-            return Design(features, increments, rollout_skill, free_run)
+            return Design(features, increments, rollout_skill, free_run,
+                          None if gains is None else noise)
 
         reference = longest(trials_z)
         budget = self.training_options.max_time_s
@@ -415,7 +502,8 @@ class ESN(Backend):
         with np.errstate(all="ignore"):  # diverging candidate runs are scored, not reported
             choice, chosen, readout, scores = select_readout(
                 candidates, design, params.ridge, trials_z[reference], rank_by=params.rank_by,
-                out_of_time=None if deadline is None else lambda: time.monotonic() >= deadline)
+                out_of_time=None if deadline is None else lambda: time.monotonic() >= deadline,
+                lmnt=params.lmnt)
         setting = choice.setting
         self.reservoir_ = Reservoir.draw(params, setting, self.n_variables, base + choice.draw)
         self.smoothing_ = smoothing

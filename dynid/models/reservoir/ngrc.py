@@ -17,6 +17,14 @@ observation noise at dt 0.01, z_t - z_{t-1} is mostly noise, the fitted map's fr
 attractor (D_stsp 13 over 50,000 steps) while s = 5 kept it (0.19), and the held-out skill ranks
 them the same way (164 against 119 valid steps).
 
+Linearised noise training (``lmnt``; Wikner et al. 2024; the ``lmnt`` module): the read-out is
+fitted as if every delayed state in its window carried independent noise of variance beta
+(standardised units), to first order (``ngrc_feature_jacobian``: the monomials' Jacobian is
+analytic). ``-p lmnt=none`` chooses beta jointly with the ridge by held-out skill. Not the
+default (0): with 5 % noise (Lorenz, dev records 11-14) ``lmnt=none`` read a median D_stsp of
+0.127 / D_H 0.053 against 0.118 / 0.062, choosing beta 1e-4 on two records and other lags with
+it, one record better and one worse (benchmarks/README.md, round 11).
+
 Observation noise (``denoise``, on by default; ``denoise`` module): the read-out is fitted on
 states smoothed with Savitzky-Golay windows chosen for the noise level estimated from the data,
 because noise in the regressors attenuates the fitted map (errors in variables); a forecast
@@ -39,6 +47,7 @@ from dynid.metrics.dsr import leaves_box
 from dynid.metrics.forecast import VPT_THRESHOLD
 from dynid.models.base import Backend, Capabilities, Hyperparameters, expect_array, param
 from dynid.models.reservoir.denoise import stored_smoothing, training_states
+from dynid.models.reservoir.lmnt import LMNT_GRID, NoisePenalty
 from dynid.models.reservoir.readout import (
     ESCAPE_CHECK_STEPS,
     Design,
@@ -53,7 +62,7 @@ from dynid.models.reservoir.readout import (
     valid_steps,
 )
 
-__all__ = ["NGRC", "NGRCParams", "ngrc_features", "ngrc_rollout"]
+__all__ = ["NGRC", "NGRCParams", "ngrc_feature_jacobian", "ngrc_features", "ngrc_rollout"]
 
 # Candidates for the delays k and skip s left unset, each scored by held-out closed-loop skill.
 DELAYS = (2, 3)
@@ -81,6 +90,13 @@ class NGRCParams(Hyperparameters):
         "fit on (and forecast from) states smoothed by Savitzky-Golay with windows chosen for "
         "the noise level estimated from the data (clean data stay raw); false = raw states",
     )
+    lmnt: float | None = param(
+        0.0,
+        "linearised noise training of the read-out (Wikner et al. 2024): the variance of the "
+        "noise on every standardised delayed state it is trained to withstand, to first order; "
+        f"0 = none; none = choose from {LMNT_GRID} with the ridge by closed-loop skill on "
+        "held-out blocks",
+    )
 
     def __post_init__(self) -> None:
         if self.delays is not None and self.delays < 1:
@@ -89,6 +105,8 @@ class NGRCParams(Hyperparameters):
             raise ValueError(f"skip must be a positive integer or none, not {self.skip}")
         if self.ridge is not None and not self.ridge >= 0:
             raise ValueError(f"ridge must be zero, positive or none, not {self.ridge}")
+        if self.lmnt is not None and not self.lmnt >= 0:
+            raise ValueError(f"lmnt must be zero, positive or none, not {self.lmnt}")
 
     def lag_candidates(self) -> list[tuple[int, int]]:
         """Every (k, s) of the given values and the grids of those left unset."""
@@ -105,6 +123,21 @@ def ngrc_features(z: np.ndarray, rows: np.ndarray, delays: int, skip: int) -> np
     linear = np.concatenate([z[..., rows - j * skip, :] for j in range(delays)], axis=-1)
     first, second = _monomial_pairs(linear.shape[-1])
     return np.concatenate([linear, linear[..., first] * linear[..., second]], axis=-1)
+
+
+def ngrc_feature_jacobian(z: np.ndarray, rows: np.ndarray, delays: int, skip: int) -> np.ndarray:
+    """d features / d linear (len(rows), f, k d): the Jacobian of ``ngrc_features`` at samples
+    ``rows`` of z (n, d) with respect to its linear block [z_t, z_{t-s}, ...] (each delayed
+    state a separate input, as noise on every sample makes it; ``lmnt`` module)."""
+    linear = np.concatenate([z[rows - j * skip] for j in range(delays)], axis=-1)
+    width = linear.shape[-1]
+    first, second = _monomial_pairs(width)
+    coordinates = np.arange(width)
+    # d(l_a l_b)/d l_m = [a = m] l_b + [b = m] l_a
+    quadratic = ((first[:, None] == coordinates)[None] * linear[:, second, None]
+                 + (second[:, None] == coordinates)[None] * linear[:, first, None])
+    identity = np.broadcast_to(np.eye(width), (len(rows), width, width))
+    return np.concatenate([identity, quadratic], axis=1)
 
 
 @functools.cache
@@ -182,7 +215,8 @@ class NGRC(Backend):
         candidates = params.lag_candidates()
         first = max((k - 1) * s for k, s in candidates)  # every candidate fits the same rows
         lengths = [len(z) for z in trials_z]
-        rows, need = row_count(lengths, first), min_design_rows(len(candidates), params.ridge)
+        rows = row_count(lengths, first)
+        need = min_design_rows(len(candidates), params.ridge, params.lmnt)
         if rows < need:
             raise DataError(
                 f"the ngrc's delays and skip start its features {first} samples into a trial, "
@@ -223,12 +257,22 @@ class NGRC(Backend):
                 return ngrc_rollout(weights, bias, trials_z[reference][-window:], steps,
                                     delays, skip, box)
 
-            return Design(features, increments, rollout_skill, free_run)
+            noise = None
+            if params.lmnt != 0:
+                jacobians = np.vstack([
+                    ngrc_feature_jacobian(z, row_t[row_trial == i], delays, skip)
+                    for i, z in enumerate(trials_z)
+                ])
+
+                def noise(rows: np.ndarray) -> NoisePenalty:
+                    return NoisePenalty.of_jacobians(jacobians[rows], current=self.n_variables)
+
+            return Design(features, increments, rollout_skill, free_run, noise)
 
         reference = longest(trials_z)
         with np.errstate(all="ignore"):  # diverging candidate runs are scored, not reported
             lags, chosen, readout, scores = select_readout(
-                candidates, design, params.ridge, trials_z[reference])
+                candidates, design, params.ridge, trials_z[reference], lmnt=params.lmnt)
         self.lags_, self.smoothing_ = lags, smoothing
         self.mean_, self.scale_ = scaling.mean, scaling.scale
         self.weights_, self.bias_ = readout.weights, readout.bias

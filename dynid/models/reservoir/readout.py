@@ -49,8 +49,9 @@ from the attractor's).
 
 from __future__ import annotations
 
+import copy
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Generic, TypeVar
 
 import numpy as np
@@ -63,6 +64,7 @@ from dynid.metrics.dsr import (
     state_space_divergence,
 )
 from dynid.metrics.forecast import one_step_metrics
+from dynid.models.reservoir.lmnt import LMNT_GRID, NoisePenalty
 
 # Candidate ridges: penalties on the mean squared error, from effectively none to strong.
 RIDGE_GRID = tuple(float(r) for r in 10.0 ** np.arange(-12.0, 1.0))
@@ -114,12 +116,17 @@ Candidate = TypeVar("Candidate")
 @dataclass(frozen=True)
 class Readout:
     """A fitted ridge read-out: weights (k, d), bias (d,), the ridge used, and every candidate
-    ridge's mean valid closed-loop steps on held-out blocks (empty when the ridge was given)."""
+    ridge's mean valid closed-loop steps on held-out blocks at the chosen ``lmnt`` (empty when
+    the ridge was given); ``lmnt``: the input-noise variance beta of its linearised noise
+    training (``lmnt`` module; 0: none), and ``lmnt_skill`` each candidate beta's best steps
+    over the ridges (empty when beta was given)."""
 
     weights: np.ndarray
     bias: np.ndarray
     ridge: float
     skill: dict[float, float]
+    lmnt: float = 0.0
+    lmnt_skill: dict[float, float] = field(default_factory=dict)
 
     def predict(self, features: np.ndarray) -> np.ndarray:
         """(n, k) features -> (n, d) targets."""
@@ -135,6 +142,10 @@ class Readout:
             # One scored ridge is a given one (scored only to choose other settings).
             "ridge_selected_by": "closed-loop skill" if len(self.skill) > 1 else "fixed",
             "ridge_skill_steps": {f"{r:g}": v for r, v in self.skill.items()},
+            **({"lmnt": self.lmnt,
+                "lmnt_selected_by": "closed-loop skill" if len(self.lmnt_skill) > 1 else "fixed",
+                "lmnt_skill_steps": {f"{b:g}": v for b, v in self.lmnt_skill.items()}}
+               if self.lmnt > 0 or self.lmnt_skill else {}),
             "n_obs": int(features.shape[0]),
             **one_step_metrics(targets * scale, self.predict(features) * scale),
         }
@@ -143,21 +154,52 @@ class Readout:
 class RidgeSolver:
     """The centred normal equations of features (N, k) against targets (N, d), diagonalised
     once and solved for any ridge: minimise mean squared error + ridge * sum of squared
-    weights, bias unpenalised. (An eigendecomposition of the k x k Gram matrix, not an SVD of
-    the N x k design: a reservoir has hundreds of features and the fit is solved once per
-    held-out block.)"""
+    weights, bias unpenalised; with ``lmnt`` beta > 0 also + beta times the linearised
+    input-noise term of ``noise`` (the ``lmnt`` module: G added to the Gram matrix, X taken
+    from the moment). (An eigendecomposition of the k x k Gram matrix, not an SVD of the N x k
+    design: a reservoir has hundreds of features and the fit is solved once per held-out
+    block.)"""
 
-    def __init__(self, features: np.ndarray, targets: np.ndarray) -> None:
+    def __init__(self, features: np.ndarray, targets: np.ndarray,
+                 noise: NoisePenalty | None = None, lmnt: float = 0.0) -> None:
+        self._products(features, targets)
+        self._factor(noise, lmnt)
+
+    @classmethod
+    def per_lmnt(cls, features: np.ndarray, targets: np.ndarray, noise: NoisePenalty | None,
+                 lmnts: Sequence[float]) -> list[RidgeSolver]:
+        """One solver per beta of ``lmnts``, the (N, k) products formed once for all."""
+        base = cls.__new__(cls)
+        base._products(features, targets)
+        solvers = []
+        for lmnt in lmnts:
+            solver = copy.copy(base)
+            solver._factor(noise, lmnt)
+            solvers.append(solver)
+        return solvers
+
+    def _products(self, features: np.ndarray, targets: np.ndarray) -> None:
         self.n = features.shape[0]
         if self.n < 2:
             raise DataError(f"the read-out needs at least 2 training rows, the data give {self.n}")
         self.feature_mean = features.mean(axis=0)
         self.target_mean = targets.mean(axis=0)
         centred = features - self.feature_mean
-        self.eigenvalues, self.eigenvectors = np.linalg.eigh(centred.T @ centred)
-        self.projected = self.eigenvectors.T @ (centred.T @ (targets - self.target_mean))
+        self._gram = centred.T @ centred
+        self._moment = centred.T @ (targets - self.target_mean)
+        self._width = max(features.shape)
+
+    def _factor(self, noise: NoisePenalty | None, lmnt: float) -> None:
+        gram, moment = self._gram, self._moment
+        if lmnt > 0:
+            if noise is None:
+                raise ValueError("a read-out with lmnt > 0 needs the design's noise penalty")
+            noise_gram, cross = noise.mean()
+            gram, moment = gram + self.n * lmnt * noise_gram, moment - self.n * lmnt * cross
+        self.eigenvalues, self.eigenvectors = np.linalg.eigh(gram)
+        self.projected = self.eigenvectors.T @ moment
         top = max(float(self.eigenvalues[-1]), 0.0)
-        self.kept = self.eigenvalues > top * max(features.shape) * np.finfo(float).eps
+        self.kept = self.eigenvalues > top * self._width * np.finfo(float).eps
 
     def solve(self, ridge: float) -> tuple[np.ndarray, np.ndarray]:
         """weights (k, d) and bias (d,); directions of (numerically) zero variance get none."""
@@ -170,12 +212,20 @@ class RidgeSolver:
 @dataclass(frozen=True)
 class Design:
     """One candidate's regression: features (N, k), targets (N, d), how to score read-outs of
-    it in closed loop on held-out rows, and (for the geometry gate) how to run one freely."""
+    it in closed loop on held-out rows, (for the geometry gate) how to run one freely, and
+    (for linearised noise training) the ``NoisePenalty`` summed over given design rows."""
 
     features: np.ndarray
     targets: np.ndarray
     rollout_skill: RolloutSkill
     free_run: FreeRun | None = None
+    noise: Callable[[np.ndarray], NoisePenalty] | None = None
+
+    def solve(self, ridge: float, lmnt: float) -> tuple[np.ndarray, np.ndarray]:
+        """Weights (k, d) and bias (d,) of the read-out fitted on all rows."""
+        rows = np.arange(self.features.shape[0])
+        noise = self.noise(rows) if lmnt > 0 and self.noise is not None else None
+        return RidgeSolver(self.features, self.targets, noise, lmnt).solve(ridge)
 
 
 @dataclass(frozen=True)
@@ -206,21 +256,24 @@ class Geometry:
 
 @dataclass(frozen=True)
 class Score(Generic[Candidate]):
-    """One candidate setting: its best held-out skill (mean valid steps) and that ridge, and
-    its free run's geometry (None where no gate ran) and whether the gate admitted it."""
+    """One candidate setting: its best held-out skill (mean valid steps) and that ridge and
+    ``lmnt`` beta, and its free run's geometry (None where no gate ran) and whether the gate
+    admitted it."""
 
     candidate: Candidate
     skill: float
     ridge: float
     geometry: Geometry | None
     admissible: bool
+    lmnt: float = 0.0
 
 
-def min_design_rows(candidates: int, ridge: float | None) -> int:
+def min_design_rows(candidates: int, ridge: float | None, lmnt: float | None = 0.0) -> int:
     """The fewest design rows ``select_readout`` works with: 2 to fit a single candidate's
-    given read-out, else one start in each of ``cross_validated_skill``'s N_FOLDS held-out
-    blocks (the other blocks then leave at least 2 rows to fit)."""
-    return 2 if candidates == 1 and ridge is not None else N_FOLDS
+    given read-out (ridge and lmnt given), else one start in each of
+    ``cross_validated_skill``'s N_FOLDS held-out blocks (the other blocks then leave at least 2
+    rows to fit)."""
+    return 2 if candidates == 1 and ridge is not None and lmnt is not None else N_FOLDS
 
 
 def design_rows(lengths: Sequence[int], first: int) -> tuple[np.ndarray, np.ndarray]:
@@ -237,19 +290,29 @@ def row_count(lengths: Sequence[int], first: int) -> int:
     return sum(max(n - first - 1, 0) for n in lengths)
 
 
-def cross_validated_skill(design: Design, ridges: tuple[float, ...]) -> np.ndarray:
-    """Mean valid closed-loop steps (len(ridges),) of read-outs fitted without each of
-    ``N_FOLDS`` contiguous blocks of the rows and run from starts inside it."""
+def cross_validated_skill(
+    design: Design, ridges: tuple[float, ...], lmnts: tuple[float, ...] = (0.0,)
+) -> np.ndarray:
+    """Mean valid closed-loop steps (len(lmnts), len(ridges)) of read-outs fitted without each
+    of ``N_FOLDS`` contiguous blocks of the rows and run from starts inside it; lmnts: the
+    input-noise variances of linearised noise training (0: none), each with every ridge."""
     rows = np.arange(design.features.shape[0])
     if rows.size < N_FOLDS:  # the backends say first what leaves too few rows, and what to lower
         raise DataError(f"choosing the read-out's ridge needs at least {N_FOLDS} training rows "
                         f"(one in each held-out block), the data give {rows.size}")
-    total = np.zeros(len(ridges))
+    noisy = any(lmnt > 0 for lmnt in lmnts)
+    if noisy and design.noise is None:
+        raise ValueError("lmnt > 0 needs a design with a noise penalty")
+    everywhere = design.noise(rows) if noisy and design.noise is not None else None
+    total = np.zeros((len(lmnts), len(ridges)))
     for held_out in np.array_split(rows, N_FOLDS):
-        solver = RidgeSolver(np.delete(design.features, held_out, 0),
-                             np.delete(design.targets, held_out, 0))
-        weights, biases = zip(*(solver.solve(candidate) for candidate in ridges))
-        total += design.rollout_skill(np.stack(weights), np.stack(biases), held_out) / N_FOLDS
+        noise = (None if everywhere is None or design.noise is None
+                 else everywhere - design.noise(held_out))
+        solvers = RidgeSolver.per_lmnt(np.delete(design.features, held_out, 0),
+                                       np.delete(design.targets, held_out, 0), noise, lmnts)
+        weights, biases = zip(*(solver.solve(r) for solver in solvers for r in ridges))
+        skill = design.rollout_skill(np.stack(weights), np.stack(biases), held_out)
+        total += skill.reshape(total.shape) / N_FOLDS
     return total
 
 
@@ -282,14 +345,18 @@ def select_readout(
     *,
     rank_by: str = RANK_BY_SKILL,
     out_of_time: Callable[[], bool] | None = None,
+    lmnt: float | None = 0.0,
 ) -> tuple[Candidate, Design, Readout, list[Score[Candidate]]]:
     """The best of ``candidates`` (settings that change the features, e.g. a reservoir) and
     ridges, its design and its read-out fitted on all rows, and every scored candidate's score.
 
-    ridge None tries every ridge of ``RIDGE_GRID``. Every (candidate, ridge) pair is scored by
-    ``cross_validated_skill``, and each candidate keeps its best ridge (ties to the larger, the
-    smoother map). With a ``reference`` (T, d) (the standardised training trial the designs'
-    ``free_run`` continues) and several candidates, each candidate's read-out runs freely for
+    ridge None tries every ridge of ``RIDGE_GRID``, lmnt None every input-noise variance of
+    ``lmnt.LMNT_GRID`` (linearised noise training; 0, the default: none). Every (candidate,
+    ridge, lmnt) is scored by ``cross_validated_skill``, and each candidate keeps its best
+    (ridge, lmnt) (ties to the larger lmnt, then the larger ridge: the map more robust to
+    noise on its inputs, then the smoother). With a ``reference`` (T, d) (the standardised
+    training trial the designs' ``free_run`` continues) and several candidates, each
+    candidate's read-out runs freely for
     ``gate_steps(T, rank_by)`` steps (``free_run_geometry``); a run that escapes is never
     admissible, and ComputationError when every run escapes (then no candidate's read-out can
     be trusted to forecast). Then, by ``rank_by``:
@@ -307,31 +374,37 @@ def select_readout(
 
     ``out_of_time``: asked before each candidate after the first; once it says yes, the rest
     are left unscored and the best of those scored wins (then fewer scores than candidates
-    come back). A single candidate with a given ridge is used as it is, unscored. Designs are
-    built one at a time (the winner's again at the end), so at most two are in memory.
+    come back). A single candidate with a given ridge and lmnt is used as it is, unscored.
+    Designs are built one at a time (the winner's again at the end), so at most two are in memory.
     """
     if ridge is not None and not ridge >= 0:
         raise ValueError(f"ridge must be zero or positive, not {ridge}")
     if rank_by not in (RANK_BY_SKILL, RANK_BY_GEOMETRY):
         raise ValueError(f"rank_by must be {RANK_BY_SKILL!r} or {RANK_BY_GEOMETRY!r}, not {rank_by!r}")
+    if lmnt is not None and not lmnt >= 0:
+        raise ValueError(f"lmnt must be zero or positive, not {lmnt}")
     ridges = RIDGE_GRID if ridge is None else (float(ridge),)
-    if len(candidates) == 1 and ridge is not None:
+    lmnts = LMNT_GRID if lmnt is None else (float(lmnt),)
+    if len(candidates) == 1 and ridge is not None and lmnt is not None:
         only = design(candidates[0])
-        weights, bias = RidgeSolver(only.features, only.targets).solve(ridge)
-        return candidates[0], only, Readout(weights, bias, float(ridge), {}), []
+        weights, bias = only.solve(ridge, lmnt)
+        return candidates[0], only, Readout(weights, bias, float(ridge), {}, float(lmnt)), []
     steps = None if reference is None or len(candidates) < 2 else gate_steps(len(reference), rank_by)
-    skills: list[dict[float, float]] = []
-    chosen: list[float] = []
+    skills: list[dict[tuple[float, float], float]] = []
+    chosen: list[tuple[float, float]] = []
     geometries: list[Geometry | None] = []
     built: Design | None = None
     for index, candidate in enumerate(candidates):
         if index > 0 and out_of_time is not None and out_of_time():
             break
         built = design(candidate)
-        skill = dict(zip(ridges, cross_validated_skill(built, ridges).tolist()))
+        table = cross_validated_skill(built, ridges, lmnts)
+        skill = {(r, b): float(table[i, j])
+                 for i, b in enumerate(lmnts) for j, r in enumerate(ridges)}
         skills.append(skill)
-        chosen.append(max(ridges, key=lambda r: (skill[r], r)))
-        geometries.append(None if steps is None else _gate_geometry(built, chosen[-1], reference, steps))
+        chosen.append(max(skill, key=lambda pair: (skill[pair], pair[1], pair[0])))
+        geometries.append(None if steps is None
+                          else _gate_geometry(built, *chosen[-1], reference, steps))
     scored = candidates[: len(skills)]
     admissible = [True] * len(scored)
     excess = [1.0] * len(scored)
@@ -348,8 +421,9 @@ def select_readout(
         if rank_by == RANK_BY_SKILL:
             admissible = [a and e <= GEOMETRY_TOLERANCE * min(excess)
                           for a, e in zip(admissible, excess)]
-    scores = [Score(*fields) for fields in zip(
-        scored, [skill[r] for skill, r in zip(skills, chosen)], chosen, geometries, admissible)]
+    scores = [Score(candidate, skill[pair], pair[0], geometry, ok, pair[1])
+              for candidate, skill, pair, geometry, ok in zip(scored, skills, chosen, geometries,
+                                                              admissible)]
     if steps is not None and rank_by == RANK_BY_GEOMETRY:
         winner = max(range(len(scores)), key=lambda i: (
             scores[i].admissible, -measured[i].d_stsp, scores[i].skill, -i))
@@ -359,17 +433,22 @@ def select_readout(
     if winner != len(scores) - 1:
         built = design(scored[winner])
     assert built is not None  # candidates is not empty
-    weights, bias = RidgeSolver(built.features, built.targets).solve(chosen[winner])
-    return scored[winner], built, Readout(weights, bias, chosen[winner], skills[winner]), scores
+    best_ridge, best_lmnt = chosen[winner]
+    weights, bias = built.solve(best_ridge, best_lmnt)
+    table = skills[winner]
+    readout = Readout(
+        weights, bias, best_ridge, {r: table[r, best_lmnt] for r in ridges}, best_lmnt,
+        {} if len(lmnts) == 1 else {b: max(table[r, b] for r in ridges) for b in lmnts})
+    return scored[winner], built, readout, scores
 
 
-def _gate_geometry(built: Design, ridge: float, reference: np.ndarray | None,
+def _gate_geometry(built: Design, ridge: float, lmnt: float, reference: np.ndarray | None,
                    steps: int) -> Geometry:
     """The ``steps``-step free-run geometry of ``built``'s read-out fitted on all rows with
-    ``ridge``."""
+    ``ridge`` and ``lmnt``."""
     if built.free_run is None or reference is None:
         raise ValueError("the geometry gate needs a reference and every design's free_run")
-    weights, bias = RidgeSolver(built.features, built.targets).solve(ridge)
+    weights, bias = built.solve(ridge, lmnt)
     return free_run_geometry(built.free_run, weights, bias, reference, steps)
 
 
