@@ -24,6 +24,20 @@ def load_model_argument(model_path: str, *other_inputs: Optional[str]) -> ModelF
     return load_model(model_path)
 
 
+def check_time_unit(model_path: str, loaded: ModelFile, data: Dataset) -> None:
+    """DataError when DATA's time unit and that of the data ``loaded`` was fitted on are both
+    stated and differ: dt = 20 in ms is not dt = 20 in s, and a step check on the numbers alone
+    would take one for the other (or ask to resample onto the wrong grid)."""
+    fitted = loaded.metadata.get("time_unit")
+    if fitted is None or data.time_unit is None or fitted == data.time_unit:
+        return
+    name = "<stdin>" if model_path == "-" else model_path
+    raise DataError(
+        f"{data.source}: time is in {data.time_unit}, but {name} was fitted on time in {fitted}; "
+        f"convert DATA's time column to {fitted}"
+    )
+
+
 def model_data_options(options: DataOptions, model: Backend) -> DataOptions:
     """Default --columns/--inputs to the model's own variables, so DATA needs no flags."""
     return dataclasses.replace(

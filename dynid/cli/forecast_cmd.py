@@ -35,7 +35,7 @@ def forecast(
 ) -> None:
     """Roll a fitted model forward from the end of DATA; CSV (time + variables) on stdout or -o (--json: one JSON document)."""
     from dynid import api
-    from dynid.cli.common import future_input_rows, load_model_argument, model_data_options
+    from dynid.cli.common import check_time_unit, future_input_rows, load_model_argument, model_data_options
     from dynid.data.writers import check_table_target, iso_times, write_table
     import numpy as np
 
@@ -48,10 +48,12 @@ def forecast(
     out.check_json_target(output)
     if output is not None:
         check_table_target(output)
-    model = load_model_argument(model_path, data_file, future_inputs).model
+    loaded = load_model_argument(model_path, data_file, future_inputs)
+    model = loaded.model
     # A model that handles missing values filters through NaN cells of the history as they are.
     nan_default = "keep" if model.capabilities.nan else "split"
     dataset = model_data_options(data, model).load([data_file], nan_default=nan_default, out=out)
+    check_time_unit(model_path, loaded, dataset)
     origin = _iso_origin(time_format, dataset.time_origin, output)
     future = future_input_rows(model, future_inputs, horizon, data, dataset, out)
     result = api.forecast(model, dataset, horizon, future, interval=interval, sample=sample, seed=seed,

@@ -108,9 +108,11 @@ def _load_checked(
     """The data at ``path``, checked against every model's sampling step (a forecast is never
     compared with data at another step)."""
     from dynid.api import check_step
+    from dynid.cli.common import check_time_unit
 
     dataset = options.load([path], out=out)
-    for _, loaded in models:
+    for model_path, loaded in models:
+        check_time_unit(model_path, loaded, dataset)
         check_step(loaded.model, dataset)
     return dataset
 

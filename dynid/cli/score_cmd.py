@@ -48,7 +48,7 @@ def score(
     --estimate-lyapunov: the QR (Benettin) method along the model's own orbit from the start of DATA, with its analytic Jacobians where the backend has them (esn), else forward differences of its map on its state (the last samples it forecasts from); as many exponents as variables, largest first, in 1/time units, with standard errors and the Kaplan-Yorke dimension.
     """
     from dynid import api
-    from dynid.cli.common import load_model_argument, model_data_options
+    from dynid.cli.common import check_time_unit, load_model_argument, model_data_options
     from dynid.errors import UsageError
 
     if len(paths) < 2:
@@ -57,7 +57,8 @@ def score(
     results = []
     loaded_data: dict[Any, Any] = {}
     for path in model_paths:
-        model = load_model_argument(path, data_file, *(p for p in model_paths if p is not path)).model
+        loaded = load_model_argument(path, data_file, *(p for p in model_paths if p is not path))
+        model = loaded.model
         options = model_data_options(data, model)
         # Models that take missing values see DATA's gaps as they are (missing targets are
         # skipped in the scores); others, NaN-free segments unless --nan says otherwise.
@@ -66,6 +67,7 @@ def score(
             if data_file == "-" and loaded_data:
                 raise UsageError("models with different variables (or handling of missing values) need DATA as a file, not stdin")
             loaded_data[key] = options.load([data_file], nan_default=key[1], out=out)
+        check_time_unit(path, loaded, loaded_data[key])
         result = api.score(model, loaded_data[key], horizon=horizon, starts=starts, lyapunov=lyapunov,
                            free_run=free_run, estimate_lyapunov=estimate_lyapunov,
                            lyapunov_steps=lyapunov_steps, allow_escape=allow_escape)

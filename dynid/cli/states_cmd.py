@@ -29,14 +29,16 @@ def states(
     import numpy as np
 
     from dynid import api
-    from dynid.cli.common import load_model_argument, model_data_options
+    from dynid.cli.common import check_time_unit, load_model_argument, model_data_options
     from dynid.data.writers import write_table
     from dynid.documents import STATES, tagged
 
     out.check_json_target(output)
-    model = load_model_argument(model_path, data_file).model
+    loaded = load_model_argument(model_path, data_file)
+    model = loaded.model
     nan_default = "keep" if model.capabilities.nan else "split"
     dataset = model_data_options(data, model).with_labels(labels).load([data_file], nan_default=nan_default, out=out)
+    check_time_unit(model_path, loaded, dataset)
     result = api.states(model, dataset, labels=labels)
     time_column = dataset.time_column or "t"
     if out.json_mode:
