@@ -73,7 +73,8 @@ SHAPES: Final[dict[str, tuple[str, str]]] = {
     ),
     STATES: (
         "dynid states --json",
-        '"time_column", "time_origin": ISO-8601 or null, "states": ["z_0", ...], "t": [N times], '
+        '"time_column", "time_origin": ISO-8601 or null, "states": ["z_0", ...], "t": [N times: date-times '
+        "when DATA's were (--time-format), else seconds], "
         '"trial": [N trial indices], "z": [N rows of smoothed latent means], "z_sd": [N rows of '
         "their standard deviations] (empty rows for discrete-state models; null for the "
         'deterministic plrnn and alrnn), and for discrete-state models "state": [N most likely '

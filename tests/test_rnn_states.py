@@ -243,3 +243,45 @@ def test_report_draws_the_states_without_bands():
     start = page.index("Latent states")
     section = page[start:page.index("</figure>", start)]
     assert "without uncertainty bands" in section and " sd" not in section
+
+
+def test_states_of_date_time_data_carry_data_s_date_times(cli, alrnn_files, tmp_path):
+    """Each row's time is DATA's row's own (its date-time; seconds with --time-format seconds),
+    not seconds since DATA's first sample under DATA's date-time header."""
+    import pandas as pd
+
+    data_path, model_path, _ = alrnn_files
+    frame = pd.read_csv(data_path)
+    frame["t"] = pd.Timestamp("2024-03-01 12:00:00") + pd.to_timedelta(frame["t"], unit="s")
+    dated = tmp_path / "dated.csv"
+    frame.to_csv(dated, index=False)
+    result = cli("states", model_path, str(dated))
+    assert result.returncode == 0, result.stderr
+    times = [line.split(",")[0] for line in result.stdout.decode().splitlines()[1:]]
+    assert times[0] == "2024-03-01T12:00:00" and times[-1] == f"2024-03-01T12:0{(N_SAMPLES - 1) // 60}:{(N_SAMPLES - 1) % 60:02d}"
+    seconds = cli("states", model_path, str(dated), "--time-format", "seconds").stdout.decode().splitlines()
+    assert [float(line.split(",")[0]) for line in seconds[1:]] == list(range(N_SAMPLES))
+    document = json.loads(cli("states", model_path, str(dated), "--json").stdout)
+    assert document["t"][:2] == ["2024-03-01T12:00:00", "2024-03-01T12:00:01"]
+    assert document["time_origin"] == "2024-03-01T12:00:00"
+
+
+def test_states_refuse_data_in_another_time_unit(cli, tmp_path):
+    """A model fitted on time in ms does not take DATA whose time is in s (one line, exit 3)."""
+    import dataclasses
+
+    import pandas as pd
+
+    model, data, _ = model_and_record()
+    model_path = str(tmp_path / "ms.alrnn.dynid")
+    in_ms = dataclasses.replace(data, time_unit="ms")
+    save_model(model, model_path, describe_fit(model, in_ms, seed=0, device="cpu", fit_seconds=0.0))
+    frame = pd.DataFrame(data.trials[0].x, columns=["x0", "x1"])
+    frame.insert(0, "time (s)", data.trials[0].t)
+    seconds = tmp_path / "seconds.csv"
+    frame.to_csv(seconds, index=False)
+    result = cli("states", model_path, str(seconds))
+    assert result.returncode == 3 and result.stdout == b""
+    assert result.stderr.decode().count("\n") == 1 and "fitted on time in ms" in result.stderr.decode()
+    frame.rename(columns={"time (s)": "time (ms)"}).to_csv(seconds, index=False)
+    assert cli("states", model_path, str(seconds)).returncode == 0

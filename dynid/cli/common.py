@@ -108,3 +108,22 @@ def _rows_at_forecast_times(
         f"{wanted[0]:.6g}, {wanted[0] + model.dt_:.6g}, ... (DATA's last time + k * {model.dt_:g}) "
         f"nor {horizon} rows {model.dt_:g} apart"
     )
+
+
+def iso_origin(time_format: Optional[str], data_origin: Optional[str], output: Optional[str]) -> Optional[str]:
+    """The date-time the output's times count from when they are written as ISO-8601, else None
+    (seconds); UsageError for --time-format iso without date-times or into HDF5."""
+    from dynid.cli.options import TIME_FORMATS
+    from dynid.data.writers import is_hdf5_target
+
+    if time_format not in (None, *TIME_FORMATS):
+        raise UsageError(f"--time-format {time_format}: expected one of {', '.join(TIME_FORMATS)}")
+    hdf5 = output is not None and is_hdf5_target(output)
+    if time_format == "iso":
+        if data_origin is None:
+            raise UsageError("--time-format iso: DATA's time is not date-times (it has no origin to count from)")
+        if hdf5:
+            raise UsageError(f"--time-format iso: {output} is HDF5, whose time is seconds; write CSV or drop the option")
+    if time_format == "seconds" or hdf5:
+        return None
+    return data_origin

@@ -4,17 +4,13 @@ from typing import Annotated, Optional
 
 import typer
 
-from dynid.cli import completion
 from dynid.cli.each import EachSpec
-from dynid.cli.options import DataOptions, OutputPath, with_options
+from dynid.cli.options import DataOptions, OutputPath, TimeFormatOption, with_options
 from dynid.cli.output import Output
 
 
 def register(app: typer.Typer) -> None:
     app.command("forecast")(forecast)
-
-
-TIME_FORMATS = ("iso", "seconds")
 
 
 @with_options("data", "batch", each=EachSpec("forecast", data="paths", leading=1,
@@ -27,7 +23,7 @@ def forecast(
     sample: Annotated[bool, typer.Option("--sample", help="One path drawn from the predictive distribution instead of its mean, the same for the same --seed (models with sample paths: lds, ctlds, gpsde).")] = False,
     seed: Annotated[int, typer.Option("--seed", help="Random seed of --sample.")] = 0,
     allow_escape: Annotated[bool, typer.Option("--allow-escape", help="Write the forecast even where it leaves the training data's range widened by that range on each side (by default such a forecast has diverged: exit 1, nothing written). Non-finite values are refused still.")] = False,
-    time_format: Annotated[Optional[str], typer.Option("--time-format", help="When DATA's time is date-times: iso (date-times continuing them, UTC 'Z' if they were zoned) or seconds since DATA's first sample [default: iso, seconds into HDF5]. Other times are written in DATA's units.", autocompletion=completion.choices(TIME_FORMATS))] = None,
+    time_format: TimeFormatOption = None,
     output: OutputPath = None,
     *,
     data: DataOptions,
@@ -35,7 +31,7 @@ def forecast(
 ) -> None:
     """Roll a fitted model forward from the end of DATA; CSV (time + variables) on stdout or -o (--json: one JSON document)."""
     from dynid import api
-    from dynid.cli.common import check_time_unit, future_input_rows, load_model_argument, model_data_options
+    from dynid.cli.common import check_time_unit, future_input_rows, iso_origin, load_model_argument, model_data_options
     from dynid.data.writers import check_table_target, iso_times, write_table
     import numpy as np
 
@@ -54,7 +50,7 @@ def forecast(
     nan_default = "keep" if model.capabilities.nan else "split"
     dataset = model_data_options(data, model).load([data_file], nan_default=nan_default, out=out)
     check_time_unit(model_path, loaded, dataset)
-    origin = _iso_origin(time_format, dataset.time_origin, output)
+    origin = iso_origin(time_format, dataset.time_origin, output)
     future = future_input_rows(model, future_inputs, horizon, data, dataset, out)
     result = api.forecast(model, dataset, horizon, future, interval=interval, sample=sample, seed=seed,
                           allow_escape=allow_escape)
@@ -76,21 +72,3 @@ def forecast(
     if output and output != "-":
         out.info(f"wrote {horizon} forecast steps to {output}")
 
-
-def _iso_origin(time_format: Optional[str], data_origin: Optional[str], output: Optional[str]) -> Optional[str]:
-    """The date-time the output's times count from when they are written as ISO-8601, else None
-    (seconds); UsageError for --time-format iso without date-times or into HDF5."""
-    from dynid.data.writers import is_hdf5_target
-    from dynid.errors import UsageError
-
-    if time_format not in (None, *TIME_FORMATS):
-        raise UsageError(f"--time-format {time_format}: expected one of {', '.join(TIME_FORMATS)}")
-    hdf5 = output is not None and is_hdf5_target(output)
-    if time_format == "iso":
-        if data_origin is None:
-            raise UsageError("--time-format iso: DATA's time is not date-times (it has no origin to count from)")
-        if hdf5:
-            raise UsageError(f"--time-format iso: {output} is HDF5, whose time is seconds; write CSV or drop the option")
-    if time_format == "seconds" or hdf5:
-        return None
-    return data_origin

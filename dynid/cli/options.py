@@ -16,6 +16,7 @@ from typing import Annotated, Any, Callable, Optional
 
 import typer
 
+from dynid.cli import completion
 from dynid.cli.each import BODIES, BatchOptions, EachSpec
 from dynid.cli.output import Output
 from dynid.errors import UsageError
@@ -292,5 +293,10 @@ ParamsOption = Annotated[
 LabelsOption = Annotated[
     Optional[str],
     typer.Option("--labels", help="Column of known discrete states (0, 1, ...; empty = unknown) that fix those rows' states (hmm, arhmm, slds); not a state variable.", rich_help_panel=DATA_PANEL),
+]
+TIME_FORMATS = ("iso", "seconds")
+TimeFormatOption = Annotated[
+    Optional[str],
+    typer.Option("--time-format", help="When DATA's time is date-times: iso (date-times, UTC 'Z' if DATA's were zoned) or seconds since DATA's first sample [default: iso, seconds into HDF5]. Other times are written in DATA's units.", autocompletion=completion.choices(TIME_FORMATS)),
 ]
 OutputPath = Annotated[Optional[str], typer.Option("--output", "-o", help="Where to write the result ('-' = stdout).")]

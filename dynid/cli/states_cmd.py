@@ -4,7 +4,7 @@ from typing import Annotated
 
 import typer
 
-from dynid.cli.options import DataOptions, LabelsOption, OutputPath, with_options
+from dynid.cli.options import DataOptions, LabelsOption, OutputPath, TimeFormatOption, with_options
 from dynid.cli.output import Output
 
 
@@ -18,6 +18,7 @@ def states(
     data_file: Annotated[str, typer.Argument(metavar="DATA", help="Data to infer the states of ('-' = stdin); NaN cells are missing observations.")],
     output: OutputPath = None,
     labels: LabelsOption = None,
+    time_format: TimeFormatOption = None,
     *,
     data: DataOptions,
     out: Output,
@@ -29,8 +30,8 @@ def states(
     import numpy as np
 
     from dynid import api
-    from dynid.cli.common import check_time_unit, load_model_argument, model_data_options
-    from dynid.data.writers import write_table
+    from dynid.cli.common import check_time_unit, iso_origin, load_model_argument, model_data_options
+    from dynid.data.writers import iso_times, write_table
     from dynid.documents import STATES, tagged
 
     out.check_json_target(output)
@@ -39,11 +40,13 @@ def states(
     nan_default = "keep" if model.capabilities.nan else "split"
     dataset = model_data_options(data, model).with_labels(labels).load([data_file], nan_default=nan_default, out=out)
     check_time_unit(model_path, loaded, dataset)
+    # DATA's own times, date-times included, so that each row joins the row of DATA it is of.
+    origin = iso_origin(time_format, dataset.time_origin, output)
     result = api.states(model, dataset, labels=labels)
     time_column = dataset.time_column or "t"
     if out.json_mode:
         body = {"time_column": time_column, "time_origin": dataset.time_origin, "states": list(result.names),
-                "t": result.t, "trial": result.trial, "z": result.means, "z_sd": result.sds}
+                "t": result.t if origin is None else iso_times(result.t, origin), "trial": result.trial, "z": result.means, "z_sd": result.sds}
         if result.state is not None:
             body.update(state=result.state, p_state=result.probabilities)
         out.emit_json(tagged(STATES, body))
@@ -59,6 +62,6 @@ def states(
         names, values = (*discrete, *names), np.hstack([*columns, values])
     if dataset.n_trials > 1:
         names, values = ("trial", *names), np.hstack([result.trial[:, None], values])
-    write_table(output or "-", time_column, result.t, names, values)
+    write_table(output or "-", time_column, result.t, names, values, time_origin=origin)
     if output and output != "-":
         out.info(f"wrote the states of {result.t.shape[0]} samples to {output}")
