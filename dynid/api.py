@@ -270,18 +270,58 @@ def _kept_condition(model: Backend, history: Trial, horizon: int) -> tuple[np.nd
 def states(model: Backend, data: Dataset, labels: str | None = None) -> LatentStates:
     """The hidden states of every sample of ``data`` (``dynid states``): smoothed latent means
     and standard deviations for continuous latent models. UsageError for models without
-    hidden states; NaN cells are fine where the model handles missing values. labels: as
-    ``fit``'s, a column of known states that the inference keeps."""
+    hidden states; NaN cells are fine where the model handles missing values, and for the
+    others each trial's complete stretches are inferred apart (``_states_between_gaps``).
+    labels: as ``fit``'s, a column of known states that the inference keeps."""
     known = None
     if labels is not None:
         data, known = split_labels(data, labels)
     _check_variables(model, data)
     if model.capabilities.uniform_steps:
         check_step(model, data)  # the filter steps by the model's dt, sample by sample
-    if known is None:
-        return model.states(data)
-    check_labels(data, known, model)
-    return model.states(data, labels=known)
+    if known is not None:
+        check_labels(data, known, model)
+    if not model.capabilities.nan and any(_incomplete_rows(trial).any() for trial in data.trials):
+        return _states_between_gaps(model, data, known)
+    return model.states(data) if known is None else model.states(data, labels=known)
+
+
+def _incomplete_rows(trial: Trial) -> np.ndarray:
+    """(n,) whether each row of ``trial`` misses a value of a variable or an input."""
+    values = trial.x if trial.u is None else np.hstack([trial.x, trial.u])
+    return np.isnan(values).any(axis=1)
+
+
+def _states_between_gaps(model: Backend, data: Dataset, known: list[np.ndarray] | None) -> LatentStates:
+    """States of a model that takes no missing values, on ``data`` with some: each run of at
+    least 2 complete rows is inferred as a trial of its own, and the result keeps one row per
+    row of ``data`` (its times and trial numbers), NaN where a row had nothing to infer from,
+    so that each row joins the row of DATA it is of. DataError when no such run exists."""
+    runs = [(k, a, b) for k, trial in enumerate(data.trials)
+            for a, b in true_runs(~_incomplete_rows(trial)) if b - a >= 2]
+    if not runs:
+        raise DataError(f"{data.source}: no two consecutive rows without missing values to infer states from")
+    pieces = [Trial(data.trials[k].t[a:b], data.trials[k].x[a:b],
+                    None if data.trials[k].u is None else data.trials[k].u[a:b]) for k, a, b in runs]
+    inner = model.states(data.with_trials(pieces), **({} if known is None else
+                                                     {"labels": [known[k][a:b] for k, a, b in runs]}))
+    starts = np.cumsum([0] + [trial.n_samples for trial in data.trials])
+    rows = np.concatenate([np.arange(starts[k] + a, starts[k] + b) for k, a, b in runs])
+
+    def spread(values: np.ndarray | None) -> np.ndarray | None:
+        if values is None:
+            return None
+        full = np.full((int(starts[-1]), *values.shape[1:]), np.nan)
+        full[rows] = values
+        return full
+
+    return LatentStates(
+        names=inner.names,
+        t=np.concatenate([trial.t for trial in data.trials]),
+        trial=np.concatenate([np.full(trial.n_samples, k) for k, trial in enumerate(data.trials)]),
+        means=spread(inner.means), sds=spread(inner.sds),  # type: ignore[arg-type]
+        state=spread(inner.state), probabilities=spread(inner.probabilities),
+    )
 
 
 def split_labels(data: Dataset, column: str) -> tuple[Dataset, list[np.ndarray]]:

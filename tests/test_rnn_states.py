@@ -285,3 +285,32 @@ def test_states_refuse_data_in_another_time_unit(cli, tmp_path):
     assert result.stderr.decode().count("\n") == 1 and "fitted on time in ms" in result.stderr.decode()
     frame.rename(columns={"time (s)": "time (ms)"}).to_csv(seconds, index=False)
     assert cli("states", model_path, str(seconds)).returncode == 0
+
+
+def test_states_keep_a_row_for_every_row_of_data_with_gaps(cli, alrnn_files, tmp_path):
+    """A gap (rows 100-104 missing a value) leaves those rows empty and infers the stretches
+    on either side apart, each exactly as from a file of that stretch alone; one row per row of
+    DATA, the file's own trial (none), not a trial per stretch."""
+    import pandas as pd
+
+    data_path, model_path, _ = alrnn_files
+    frame = pd.read_csv(data_path)
+    frame.loc[100:104, "x1"] = np.nan
+    gappy = tmp_path / "gappy.csv"
+    frame.to_csv(gappy, index=False)
+    result = cli("states", model_path, str(gappy))
+    assert result.returncode == 0, result.stderr
+    lines = result.stdout.decode().splitlines()
+    assert lines[0] == "t,state,z_0,z_1,z_2,z_3" and len(lines) == 1 + N_SAMPLES
+    table = np.genfromtxt(lines[1:], delimiter=",")
+    np.testing.assert_array_equal(table[:, 0], np.arange(N_SAMPLES))
+    for a, b in ((0, 100), (105, N_SAMPLES)):
+        alone = tmp_path / f"stretch{a}.csv"
+        frame.iloc[a:b].to_csv(alone, index=False)
+        expected = np.genfromtxt(cli("states", model_path, str(alone)).stdout.decode().splitlines()[1:],
+                                 delimiter=",")
+        np.testing.assert_array_equal(table[a:b], expected)
+    assert np.all(np.isnan(table[100:105, 1:]))
+    assert np.isfinite(table[105 + WARMUP, 1:]).all() and np.isnan(table[105 + WARMUP - 1, 1:]).all()
+    document = json.loads(cli("states", model_path, str(gappy), "--json").stdout)
+    assert len(document["t"]) == N_SAMPLES and set(document["trial"]) == {0}

@@ -15,7 +15,7 @@ def register(app: typer.Typer) -> None:
 @with_options("data")
 def states(
     model_path: Annotated[str, typer.Argument(metavar="MODEL", help="A .dynid model file of a latent-state model ('-' = stdin; then DATA must be a file).")],
-    data_file: Annotated[str, typer.Argument(metavar="DATA", help="Data to infer the states of ('-' = stdin); NaN cells are missing observations.")],
+    data_file: Annotated[str, typer.Argument(metavar="DATA", help="Data to infer the states of ('-' = stdin); NaN cells are missing observations (models that take none, hmm, arhmm, plrnn, alrnn, infer each stretch of complete rows apart and leave the rows with a missing value empty).")],
     output: OutputPath = None,
     labels: LabelsOption = None,
     time_format: TimeFormatOption = None,
@@ -37,7 +37,9 @@ def states(
     out.check_json_target(output)
     loaded = load_model_argument(model_path, data_file)
     model = loaded.model
-    nan_default = "keep" if model.capabilities.nan else "split"
+    # Missing values kept: a model that takes none infers each complete stretch apart, and
+    # still writes a row (empty) for every row of DATA.
+    nan_default = "keep"
     dataset = model_data_options(data, model).with_labels(labels).load([data_file], nan_default=nan_default, out=out)
     check_time_unit(model_path, loaded, dataset)
     # DATA's own times, date-times included, so that each row joins the row of DATA it is of.
