@@ -77,6 +77,21 @@ def test_a_table_is_not_written_under_an_hdf5_family_name_it_would_not_be(cli, t
     assert not list(tmp_path.iterdir())
 
 
+@pytest.mark.parametrize("command", [["simulate", "lorenz", "--n", "50"],
+                                     ["forecast", "MODEL", "DATA", "--horizon", "3"]])
+def test_a_table_is_not_written_as_csv_under_a_json_name(cli, tmp_path, command):
+    """forecast -o f.json wrote CSV into f.json, which report then refused as 'not valid
+    JSON': usage error naming --json, nothing written."""
+    data = tmp_path / "d.csv"
+    data.write_text("t,x\n" + "".join(f"{k},{0.9 ** k}\n" for k in range(30)))
+    model = tmp_path / "m.dynid"
+    assert cli("fit", data, "--model", "var", "-p", "order=1", "-o", model, "-q").returncode == 0
+    named = {"MODEL": str(model), "DATA": str(data)}
+    result = cli(*[named.get(a, a) for a in command], "-o", str(tmp_path / "f.json"))
+    assert result.returncode == 2 and result.stderr.decode().count("\n") == 1, result.stderr.decode()
+    assert "--json" in result.stderr.decode() and not (tmp_path / "f.json").exists()
+
+
 # ---------------------------------------------------------------------------------- MATLAB v7.3
 MATLAB_HEADER = b"MATLAB 7.3 MAT-file, Platform: GLNXA64, Created on: Wed Dec  2 12:00:00 2026 HDF5 schema 1.00 ."
 

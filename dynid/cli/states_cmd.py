@@ -31,10 +31,12 @@ def states(
 
     from dynid import api
     from dynid.cli.common import check_time_unit, iso_origin, load_model_argument, model_data_options
-    from dynid.data.writers import iso_times, write_table
+    from dynid.data.writers import check_table_target, iso_times, write_table
     from dynid.documents import STATES, tagged
 
     out.check_json_target(output)
+    if output is not None:
+        check_table_target(output)
     loaded = load_model_argument(model_path, data_file)
     model = loaded.model
     # Missing values kept: a model that takes none infers each complete stretch apart, and

@@ -19,10 +19,14 @@ def is_hdf5_target(target: str) -> bool:
 def check_table_target(target: str) -> None:
     """UsageError for a ``target`` named like a file of the HDF5 family that ``write_table``
     does not write (``.nc``, ``.mat``, ...): CSV under such a name is a file no reader, dynid's
-    included, reads as what its name says."""
+    included, reads as what its name says; the same for ``.json`` (``report`` reads such a
+    file as a JSON result), which ``--json`` and a redirection give."""
     from dynid.errors import UsageError
 
     lower = target.lower()
+    if lower.endswith(".json"):
+        raise UsageError(f"{target}: -o writes a table as CSV or HDF5 (.h5), not JSON; for JSON "
+                         f"give --json and redirect stdout (--json > {target})")
     if lower.endswith(HDF5_FAMILY_SUFFIXES) and not is_hdf5_target(target):
         suffix = next(s for s in HDF5_FAMILY_SUFFIXES if lower.endswith(s))
         raise UsageError(f"{target}: dynid writes tables as CSV or as HDF5 named .h5/.hdf5, not as "
