@@ -45,9 +45,19 @@ def test_data_in_another_time_unit_is_refused(cli, files, header, step, command)
     assert len(lines) == 1 and "time is in s" in lines[0] and "fitted on time in ms" in lines[0]
 
 
-@pytest.mark.parametrize("header", ["time (ms)", "t"])
+@pytest.mark.parametrize("header", ["time (ms)", "t", "time [msec]", "Time (milliseconds)"])
 def test_data_in_the_same_or_an_unstated_unit_are_scored(cli, files, header):
     folder, model = files
     data = write(folder / "same.csv", header, DT_MS)
     result = cli("score", model, data, "--free-run", "0", "--horizon", "5", "--json")
     assert result.returncode == 0, result.stderr
+
+
+def test_spellings_of_one_unit_are_one_unit():
+    from dynid.data.times import same_time_unit
+
+    assert same_time_unit("s", "sec") and same_time_unit("Seconds", " s ")
+    assert same_time_unit("ms", "msec") and same_time_unit("\u00b5s", "us")
+    assert same_time_unit("h", "hours") and same_time_unit("frames", "Frames")
+    assert not same_time_unit("s", "ms") and not same_time_unit("min", "s")
+    assert not same_time_unit("frames", "s") and not same_time_unit("d", "h")

@@ -10,7 +10,7 @@ import numpy as np
 from dynid.cli.options import DataOptions, join_names
 from dynid.cli.output import Output
 from dynid.data.dataset import Dataset
-from dynid.data.times import times_after
+from dynid.data.times import same_time_unit, times_after
 from dynid.errors import DataError, UsageError
 from dynid.modelfile import ModelFile, load_model
 from dynid.models.base import Backend
@@ -26,10 +26,11 @@ def load_model_argument(model_path: str, *other_inputs: Optional[str]) -> ModelF
 
 def check_time_unit(model_path: str, loaded: ModelFile, data: Dataset) -> None:
     """DataError when DATA's time unit and that of the data ``loaded`` was fitted on are both
-    stated and differ: dt = 20 in ms is not dt = 20 in s, and a step check on the numbers alone
-    would take one for the other (or ask to resample onto the wrong grid)."""
+    stated and are different units (``same_time_unit``: "s" and "sec" are one): dt = 20 in ms
+    is not dt = 20 in s, and a step check on the numbers alone would take one for the other (or
+    ask to resample onto the wrong grid)."""
     fitted = loaded.metadata.get("time_unit")
-    if fitted is None or data.time_unit is None or fitted == data.time_unit:
+    if fitted is None or data.time_unit is None or same_time_unit(fitted, data.time_unit):
         return
     name = "<stdin>" if model_path == "-" else model_path
     raise DataError(

@@ -47,6 +47,30 @@ def split_unit(header: str) -> tuple[str, str | None]:
     return match.group("base").strip(), unit.strip()
 
 
+# Spellings of the common time units, each with its length in seconds: "s" and "sec" are one
+# unit, so a model fitted on "time (s)" takes a file whose header says "time [sec]".
+_SECONDS_PER_UNIT = {
+    **dict.fromkeys(("s", "sec", "secs", "second", "seconds"), 1.0),
+    **dict.fromkeys(("ms", "msec", "msecs", "millisecond", "milliseconds"), 1e-3),
+    **dict.fromkeys(("us", "\u00b5s", "\u03bcs", "usec", "usecs", "microsecond", "microseconds"), 1e-6),
+    **dict.fromkeys(("ns", "nsec", "nanosecond", "nanoseconds"), 1e-9),
+    **dict.fromkeys(("min", "mins", "minute", "minutes"), 60.0),
+    **dict.fromkeys(("h", "hr", "hrs", "hour", "hours"), 3600.0),
+    **dict.fromkeys(("d", "day", "days"), 86400.0),
+}
+
+
+def same_time_unit(a: str, b: str) -> bool:
+    """Whether time units ``a`` and ``b`` (as files state them) are one unit: the same
+    spelling (case and surrounding blanks aside), or two spellings of one known unit
+    (``"s"``, ``"sec"``, ``"seconds"``). Unknown spellings must match."""
+    a, b = a.strip().lower(), b.strip().lower()
+    if a == b:
+        return True
+    known_a, known_b = _SECONDS_PER_UNIT.get(a), _SECONDS_PER_UNIT.get(b)
+    return known_a is not None and known_a == known_b
+
+
 def is_time_name(header: str, names: tuple[str, ...] = AUTO_TIME_NAMES) -> bool:
     """Whether ``header``, without its unit, is one of ``names`` (case-insensitive)."""
     return split_unit(header)[0].lower() in names
