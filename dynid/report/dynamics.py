@@ -86,8 +86,8 @@ def measure_sentence(ctx: ModelContext, label: str, field: str) -> str:
     value = score_run_measures(ctx.model, data, ctx.shared)[field]
     reason = "the run diverged" if run.diverged_at is not None else "undefined on these data"
     shown = fmt(value) if value is not None else f"none ({reason})"
-    return (f" Its {label} is {shown}, as dynid score (and the model comparison, where there is "
-            "one) gives it.")
+    return (f" Its {label} is {shown}, as dynid score (with its default --free-run) and the model "
+            "comparison, where there is one, give it.")
 
 
 def divergence_sentence(run: FreeRun) -> str:
