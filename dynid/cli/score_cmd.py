@@ -23,7 +23,7 @@ def register(app: typer.Typer) -> None:
 def score(
     paths: Annotated[list[str], typer.Argument(metavar="MODEL... DATA", help="One or more .dynid model files ('-' = one model on stdin), then the data to roll out on ('-' = stdin); with --each, one MODEL, then each DATA is a job.")],
     horizon: Annotated[int, typer.Option("--horizon", "-n", min=1, help="Steps per rollout.")] = 50,
-    starts: Annotated[int, typer.Option("--starts", min=1, help="Number of rollout start points, spread evenly over DATA.")] = 20,
+    starts: Annotated[int, typer.Option("--starts", min=1, help="Number of rollout start points, spread evenly over DATA; at most one per sample that has the history and horizon inside its trial (the output says how many were used).")] = 20,
     lyapunov: Annotated[Optional[float], typer.Option("--lyapunov", help="Largest Lyapunov exponent (1/time, positive): also report VPT in Lyapunov times.")] = None,
     free_run: Annotated[Optional[int], typer.Option("--free-run", min=0, help="Samples in the free run from the start of DATA that D_stsp and D_H compare with DATA [default: max(samples in DATA, 10000); models with inputs: as far as the first trial's inputs go, beyond which they would be held at their last value]; 0 = none.")] = None,
     estimate_lyapunov: Annotated[bool, typer.Option("--estimate-lyapunov", help="Also estimate the model's Lyapunov spectrum (QR method on its own orbit); VPT in Lyapunov times then uses its largest exponent unless --lyapunov is given.")] = False,
