@@ -48,7 +48,7 @@ def score(
     --estimate-lyapunov: the QR (Benettin) method along the model's own orbit from the start of DATA, with its analytic Jacobians where the backend has them (esn), else forward differences of its map on its state (the last samples it forecasts from); as many exponents as variables, largest first, in 1/time units, with standard errors and the Kaplan-Yorke dimension.
     """
     from dynid import api
-    from dynid.cli.common import check_time_unit, load_model_argument, model_data_options
+    from dynid.cli.common import check_time_unit, load_for_model, load_model_argument, model_data_options
     from dynid.errors import UsageError
 
     if len(paths) < 2:
@@ -66,7 +66,7 @@ def score(
         if key not in loaded_data:  # stdin can be read once: models with the same columns share it
             if data_file == "-" and loaded_data:
                 raise UsageError("models with different variables (or handling of missing values) need DATA as a file, not stdin")
-            loaded_data[key] = options.load([data_file], nan_default=key[1], out=out)
+            loaded_data[key] = load_for_model(path, model, data, [data_file], nan_default=key[1], out=out)
         check_time_unit(path, loaded, loaded_data[key])
         result = api.score(model, loaded_data[key], horizon=horizon, starts=starts, lyapunov=lyapunov,
                            free_run=free_run, estimate_lyapunov=estimate_lyapunov,

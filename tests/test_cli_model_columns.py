@@ -1,0 +1,74 @@
+"""How the commands that apply models read DATA with the models' own variables: a missing
+variable is named as the model's, HDF5 lists the columns it has, report gives each model its
+variables, and score ranks only models of the same variables together."""
+
+import json
+
+import h5py
+import numpy as np
+import pytest
+
+from tests.conftest import damped_rotation, write_csv
+
+
+@pytest.fixture
+def xyz_csv(tmp_path):
+    """t, x, y, z: a damped rotation in (x, y) and z = x + y, 300 samples, dt 0.1."""
+    xy = damped_rotation()
+    path = tmp_path / "xyz.csv"
+    write_csv(path, np.column_stack([xy, xy.sum(axis=1)]), ["x", "y", "z"], dt=0.1)
+    return path
+
+
+def _fit(cli, data, tmp_path, name, *args):
+    model = tmp_path / f"{name}.dynid"
+    result = cli("fit", data, "--model", "dmd", "-o", model, *args)
+    assert result.returncode == 0, result.stderr
+    return model
+
+
+def _error_line(result) -> str:
+    lines = [line for line in result.stderr.decode().splitlines() if line.strip()]
+    assert len(lines) == 1, lines
+    return lines[0]
+
+
+@pytest.mark.parametrize("command", [("forecast", "-n", "3"), ("score",), ("states",)])
+def test_a_variable_the_model_needs_is_named_as_the_models(cli, xyz_csv, tmp_path, command):
+    model = _fit(cli, xyz_csv, tmp_path, "m")
+    lacking = tmp_path / "xy.csv"
+    lacking.write_text("\n".join(",".join(line.split(",")[:3]) for line in xyz_csv.read_text().splitlines()))
+    result = cli(command[0], model, lacking, *command[1:])
+    assert result.returncode == 3
+    line = _error_line(result)
+    assert f"{model} needs variable 'z', which DATA lacks; its columns are: t, x, y" in line
+    assert "--columns" not in line  # the user gave none
+
+
+def test_a_given_columns_option_is_still_blamed(cli, xyz_csv, tmp_path):
+    model = _fit(cli, xyz_csv, tmp_path, "m", "--columns", "x,y")
+    result = cli("forecast", model, xyz_csv, "-n", "3", "--columns", "x,q")
+    assert result.returncode == 3
+    assert "--columns 'q' is not a column; columns are: t, x, y, z" in _error_line(result)
+
+
+def test_hdf5_lists_the_columns_it_did_not_read(cli, xyz_csv, tmp_path):
+    """HDF5 reads only the columns asked for; the error still names the others, and says
+    when dynid named them itself (no 'columns' attribute)."""
+    model = _fit(cli, xyz_csv, tmp_path, "m")
+    values = np.loadtxt(xyz_csv, delimiter=",", skiprows=1)[:, 1:3]
+    named, unnamed = tmp_path / "named.h5", tmp_path / "unnamed.h5"
+    with h5py.File(named, "w") as handle:
+        handle["data"] = values
+        handle["data"].attrs["columns"] = ["x", "q"]
+    with h5py.File(unnamed, "w") as handle:
+        handle["data"] = values
+    result = cli("forecast", model, named, "-n", "3", "--dt", "0.1")
+    assert result.returncode == 3
+    assert _error_line(result).endswith("needs variable 'y', which DATA lacks; its columns are: x, q")
+    result = cli("fit", unnamed, "--model", "dmd", "--columns", "y", "--dt", "0.1")
+    assert result.returncode == 3
+    assert _error_line(result).endswith(
+        "--columns 'y' is not a column; columns are: x0, x1 (named by dynid: "
+        f"{unnamed}:/data has no 'columns' attribute)"
+    )
