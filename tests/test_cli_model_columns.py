@@ -72,3 +72,23 @@ def test_hdf5_lists_the_columns_it_did_not_read(cli, xyz_csv, tmp_path):
         "--columns 'y' is not a column; columns are: x0, x1 (named by dynid: "
         f"{unnamed}:/data has no 'columns' attribute)"
     )
+
+
+def test_report_reads_data_with_each_models_variables(cli, xyz_csv, tmp_path):
+    """A model of x, y and one of x, y, z in one report on one file: each is forecast on its
+    own columns; each set of variables is compared apart (the tables' titles name them)."""
+    xy = _fit(cli, xyz_csv, tmp_path, "xy", "--columns", "x,y")
+    xyz = _fit(cli, xyz_csv, tmp_path, "xyz")
+    xyz_again = _fit(cli, xyz_csv, tmp_path, "xyz_again")
+    page_path = tmp_path / "r.html"
+    result = cli("report", xy, xyz, xyz_again, "--data", xyz_csv, "-o", page_path)
+    assert result.returncode == 0, result.stderr
+    page = page_path.read_text()
+    assert "No forecast" not in page
+    sections = page.split("<h2>Model: ")[1:]
+    assert [s.split("</h2>")[0] for s in sections] == [f"{m} (dmd)" for m in (xy, xyz, xyz_again)]
+    assert all("forecast RMSE" in s for s in sections)
+    assert page.count("<h2>Model comparison on ") == 1  # xy alone has nothing to be compared with
+    assert f"<h2>Model comparison on {xyz_csv} (x, y, z)</h2>" in page
+    table = page.split("<h2>Model comparison on ")[1].split("</section>")[0]
+    assert f"{xyz}</td>" in table and f"{xy}</td>" not in table
