@@ -92,3 +92,28 @@ def test_report_reads_data_with_each_models_variables(cli, xyz_csv, tmp_path):
     assert f"<h2>Model comparison on {xyz_csv} (x, y, z)</h2>" in page
     table = page.split("<h2>Model comparison on ")[1].split("</section>")[0]
     assert f"{xyz}</td>" in table and f"{xy}</td>" not in table
+
+
+def test_score_ranks_models_of_different_variables_apart(cli, xyz_csv, tmp_path):
+    """NRMSE averages over the variables: a model of x alone is not ranked against models of
+    x, y, z. One table (JSON: "rank") per set of variables, in the order the models were given;
+    each group's figures are those of its models scored alone."""
+    x_only = _fit(cli, xyz_csv, tmp_path, "x", "--columns", "x")
+    xyz = _fit(cli, xyz_csv, tmp_path, "xyz")
+    low_rank = tmp_path / "low_rank.dynid"
+    assert cli("fit", xyz_csv, "--model", "dmd", "-p", "rank=1", "-o", low_rank).returncode == 0
+    args = ("--horizon", "10", "--starts", "5", "--free-run", "0")
+    result = cli("score", x_only, xyz, low_rank, xyz_csv, *args, "--json")
+    assert result.returncode == 0, result.stderr
+    assert "different variables: ranked apart" in result.stderr.decode()
+    rows = json.loads(result.stdout)["scores"]
+    assert [(r["variables"], r["rank"]) for r in rows] == [(["x"], 1), (["x", "y", "z"], 1), (["x", "y", "z"], 2)]
+    assert rows[1]["nrmse"] <= rows[2]["nrmse"]
+    alone = json.loads(cli("score", x_only, xyz_csv, *args, "--json").stdout)
+    assert rows[0]["model"] == str(x_only) and rows[0]["nrmse"] == alone["nrmse"]
+    text = cli("score", x_only, xyz, low_rank, xyz_csv, *args).stdout.decode()
+    tables = text.split("\n\n")
+    assert [t.splitlines()[0] for t in tables] == ["models of x:", "models of x, y, z:"]
+    assert str(x_only) in tables[0] and str(xyz) in tables[1] and str(low_rank) in tables[1]
+    same = cli("score", xyz, low_rank, xyz_csv, *args).stdout.decode()
+    assert same.startswith("rollouts: ") and "\n\n" not in same  # one set: one table, as before
