@@ -117,3 +117,15 @@ def test_score_ranks_models_of_different_variables_apart(cli, xyz_csv, tmp_path)
     assert str(x_only) in tables[0] and str(xyz) in tables[1] and str(low_rank) in tables[1]
     same = cli("score", xyz, low_rank, xyz_csv, *args).stdout.decode()
     assert same.startswith("rollouts: ") and "\n\n" not in same  # one set: one table, as before
+
+
+def test_a_future_inputs_file_without_the_models_input_is_named_as_such(cli, tmp_path):
+    data = tmp_path / "xu.csv"
+    data.write_text("t,x,u\n" + "".join(f"{k},{0.9 ** k},{k % 2}\n" for k in range(40)))
+    model = _fit(cli, data, tmp_path, "m", "--inputs", "u")
+    future = tmp_path / "future.csv"
+    future.write_text("t,v\n40,0\n41,1\n")
+    result = cli("forecast", model, data, "-n", "2", "--future-inputs", future)
+    assert result.returncode == 3
+    assert _error_line(result).endswith(
+        f"{future}: the model's input 'u' is not a column of --future-inputs; its columns are: t, v")

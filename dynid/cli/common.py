@@ -87,14 +87,14 @@ def future_input_rows(
         )
     from dynid.data import load
 
-    table = load(
-        spec,
-        columns=list(model.inputs_),
-        time_column=options.time_column,
-        nan="error",
-        sep=options.sep,
-        decimal=options.decimal,
-    )
+    try:
+        table = load(spec, columns=list(model.inputs_), time_column=options.time_column, nan="error",
+                     sep=options.sep, decimal=options.decimal)
+    except MissingColumn as exc:
+        if exc.option != "--columns":
+            raise
+        raise DataError(f"{exc.source}: the model's input {exc.name!r} is not a column of --future-inputs; "
+                        f"its columns are: {exc.available}") from None
     rows = np.concatenate([trial.x for trial in table.trials])
     if table.time_column is not None and history is not None and out is not None:
         return _rows_at_forecast_times(model, spec, horizon, table, history, rows, out)
