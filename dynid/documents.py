@@ -68,8 +68,9 @@ SHAPES: Final[dict[str, tuple[str, str]]] = {
     ),
     SCORES: (
         "dynid score A.dynid B.dynid ... DATA --json",
-        '"scores": [one score document per model, without its "kind"], best (lowest nrmse, '
-        "diverged last) first",
+        '"scores": [one score document per model, without its "kind", with "variables" and "rank"], '
+        'grouped by "variables" (in the order of the models given; errors over other variables '
+        'are not comparable), best (lowest nrmse, diverged last) first in each group: "rank" 1, 2, ...',
     ),
     STATES: (
         "dynid states --json",

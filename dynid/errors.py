@@ -31,6 +31,16 @@ class DataError(DynidError):
     exit_code = 3
 
 
+class MissingColumn(DataError):
+    """DATA lacks the column ``name`` that ``option`` (``--columns``, ``--inputs``, ...) asks
+    for; ``source``: DATA's name, ``available``: its columns as the message lists them. The
+    CLI rephrases it when the name came from a model rather than from the user."""
+
+    def __init__(self, message: str, *, source: str, name: str, option: str, available: str) -> None:
+        super().__init__(message)
+        self.source, self.name, self.option, self.available = source, name, option, available
+
+
 class ResourceUnavailable(DynidError):
     """A requested resource is missing: no GPU, an optional extra not installed (exit 4)."""
 

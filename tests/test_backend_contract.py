@@ -200,7 +200,7 @@ def test_same_seed_same_model_on_cpu(name, fitted):
 
 def test_inputs_as_declared(name):
     if not registry.get(name).capabilities.inputs:
-        with pytest.raises(DataError, match="drop --inputs"):
+        with pytest.raises(UsageError, match="drop --inputs"):
             fit(name, FORCED)
         return
     data = with_inputs(name)

@@ -256,3 +256,15 @@ def test_verbose_shows_traceback(cli, tmp_path):
     assert "Traceback" in result.stderr.decode()
 
 
+
+
+def test_inputs_to_a_backend_without_inputs_is_a_usage_error(cli, tmp_path):
+    """--inputs with such a --model is a wrong combination of options (exit 2, as the
+    contract's "bad usage"), refused before DATA is read: a missing file is not the error."""
+    data = tmp_path / "xu.csv"
+    data.write_text("t,x,u\n" + "".join(f"{k},{np.sin(k)},{k % 2}\n" for k in range(40)))
+    for path in (data, tmp_path / "absent.csv"):
+        result = cli("fit", path, "--model", "edm", "--inputs", "u", "-o", tmp_path / "m.dynid")
+        assert result.returncode == 2
+        assert _lines(result.stderr) == ["dynid: error: the edm backend does not take inputs; drop --inputs"]
+    assert not (tmp_path / "m.dynid").exists()

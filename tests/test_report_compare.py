@@ -133,3 +133,20 @@ def test_a_vpt_that_lasts_the_whole_window_is_shown_as_a_lower_bound():
     page = build_report([("exact.dynid", fitted(data=train)), ("worse.dynid", _damped(train))],
                         [], test, horizon=20)
     assert "<td>\u2265 2</td>" in page
+
+
+def test_models_given_their_own_data_are_compared_per_data():
+    """``model_data``: each model forecast on its own data; one table per data shared by two
+    or more models, titled by its variables; a model alone on its data is in none."""
+    train, pq_train = rotation_data(), rotation_data(variables=("p", "q"))
+    xy_test, pq_test = _test_data(), dataclasses.replace(_test_data(), variables=("p", "q"), source="test.csv")
+    models = [("a.dynid", fitted(data=train)), ("pq.dynid", fitted(data=pq_train)), ("b.dynid", _damped(train))]
+    page = build_report(models, [], train, test=xy_test, horizon=20,
+                        model_data=[(train, xy_test), (pq_train, pq_test), (train, xy_test)])
+    check_page(page)
+    assert "No forecast" not in page
+    assert page.count("<h2>Model comparison on ") == 1
+    section = page.split("Model comparison on test.csv (x, y)</h2>")[1].split("</section>")[0]
+    assert section.count("<tr>") == 3 and "pq.dynid" not in section  # header + a, b
+    pq_section = page.split("<h2>Model: pq.dynid")[1].split("</section>")[0]
+    assert "forecast RMSE" in pq_section

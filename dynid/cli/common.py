@@ -11,7 +11,7 @@ from dynid.cli.options import DataOptions, join_names
 from dynid.cli.output import Output
 from dynid.data.dataset import Dataset
 from dynid.data.times import same_time_unit, times_after
-from dynid.errors import DataError, UsageError
+from dynid.errors import DataError, MissingColumn, UsageError
 from dynid.modelfile import ModelFile, load_model
 from dynid.models.base import Backend
 
@@ -48,6 +48,27 @@ def model_data_options(options: DataOptions, model: Backend) -> DataOptions:
     )
 
 
+def load_for_model(
+    model_path: str, model: Backend, options: DataOptions, specs: list[str], *,
+    nan_default: str = "split", labels: Optional[str] = None, out: Optional[Output] = None,
+) -> Dataset:
+    """DATA (``specs``) read with ``options`` whose --columns/--inputs default to the model's
+    (``model_data_options``; ``labels``: also that column, as ``DataOptions.with_labels``).
+    A defaulted variable or input that DATA lacks is a DataError saying the model needs it:
+    the user gave no --columns, so "--columns 'z' is not a column" would blame a flag never given."""
+    try:
+        return model_data_options(options, model).with_labels(labels).load(specs, nan_default=nan_default, out=out)
+    except MissingColumn as exc:
+        defaulted = {"--columns": (options.columns, model.variables_, "variable"),
+                     "--inputs": (options.inputs, model.inputs_, "input")}
+        given, names, what = defaulted.get(exc.option, ("given", (), ""))
+        if given is not None or exc.name not in names:
+            raise
+        who = "the model" if model_path == "-" else model_path
+        raise DataError(f"{exc.source}: {who} needs {what} {exc.name!r}, which DATA lacks; "
+                        f"its columns are: {exc.available}") from None
+
+
 def future_input_rows(
     model: Backend, spec: Optional[str], horizon: int, options: DataOptions, history: Optional[Dataset] = None,
     out: Optional[Output] = None,
@@ -66,14 +87,14 @@ def future_input_rows(
         )
     from dynid.data import load
 
-    table = load(
-        spec,
-        columns=list(model.inputs_),
-        time_column=options.time_column,
-        nan="error",
-        sep=options.sep,
-        decimal=options.decimal,
-    )
+    try:
+        table = load(spec, columns=list(model.inputs_), time_column=options.time_column, nan="error",
+                     sep=options.sep, decimal=options.decimal)
+    except MissingColumn as exc:
+        if exc.option != "--columns":
+            raise
+        raise DataError(f"{exc.source}: the model's input {exc.name!r} is not a column of --future-inputs; "
+                        f"its columns are: {exc.available}") from None
     rows = np.concatenate([trial.x for trial in table.trials])
     if table.time_column is not None and history is not None and out is not None:
         return _rows_at_forecast_times(model, spec, horizon, table, history, rows, out)

@@ -6,7 +6,7 @@ import typer
 
 from dynid.cli import completion
 from dynid.cli.each import EachSpec
-from dynid.cli.options import DataOptions, LabelsOption, OutputPath, ParamsOption, RunOptions, TrainingFlags, with_options
+from dynid.cli.options import DataOptions, LabelsOption, OutputPath, ParamsOption, RunOptions, TrainingFlags, split_names, with_options
 from dynid.cli.output import Output
 from dynid.cli.report_cmd import ReportPath
 
@@ -70,6 +70,7 @@ def fit(
     else:
         backend = registry.get(model)
         hyper = backend.Params.parse(param or [])
+        backend.check_inputs(split_names(data.inputs))  # before reading DATA
         if _too_large(data_files, max_memory, model, backend(hyper)):
             with out.status(f"fitting {model}, reading {data_files[0]} in chunks"):
                 result = api.fit_stream(data.stream(data_files[0], out=out), model, hyper, seed=run.seed,

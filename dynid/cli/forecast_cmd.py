@@ -31,7 +31,7 @@ def forecast(
 ) -> None:
     """Roll a fitted model forward from the end of DATA; CSV (time + variables) on stdout or -o (--json: one JSON document)."""
     from dynid import api
-    from dynid.cli.common import check_time_unit, future_input_rows, iso_origin, load_model_argument, model_data_options
+    from dynid.cli.common import check_time_unit, future_input_rows, iso_origin, load_for_model, load_model_argument
     from dynid.data.writers import check_table_target, iso_times, write_table
     import numpy as np
 
@@ -48,7 +48,7 @@ def forecast(
     model = loaded.model
     # A model that handles missing values filters through NaN cells of the history as they are.
     nan_default = "keep" if model.capabilities.nan else "split"
-    dataset = model_data_options(data, model).load([data_file], nan_default=nan_default, out=out)
+    dataset = load_for_model(model_path, model, data, [data_file], nan_default=nan_default, out=out)
     check_time_unit(model_path, loaded, dataset)
     origin = iso_origin(time_format, dataset.time_origin, output)
     future = future_input_rows(model, future_inputs, horizon, data, dataset, out)

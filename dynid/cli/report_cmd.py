@@ -76,7 +76,7 @@ def report(
 ) -> None:
     """Write an HTML report of models, equations, causal graphs and forecasts (opens offline)."""
     from dynid.atomic import write_text
-    from dynid.cli.common import load_model_argument, model_data_options
+    from dynid.cli.common import load_model_argument
     from dynid.report import build_report
     from dynid.report.sections import kind_notice
 
@@ -90,31 +90,49 @@ def report(
             results.append((path, doc))
         else:
             models.append((path, load_model_argument(path, data_file, test_file)))
-    options = model_data_options(data, models[0][1].model) if models else data
-    dataset, test = (
-        None if path is None else _load_checked(options, path, models, out)
-        for path in (data_file, test_file)
-    )
+    pairs = None
+    if models:
+        pairs = _load_per_model(data, (data_file, test_file), models, out)
+        dataset, test = pairs[0]  # the data section describes DATA as the first model reads it
+    else:
+        dataset, test = (None if spec is None else data.load([spec], out=out) for spec in (data_file, test_file))
     html = build_report(models, results, dataset, test=test, horizon=horizon, title=title,
-                        command_line=_command_line(), interactive=interactive)
+                        command_line=_command_line(), interactive=interactive, model_data=pairs)
     write_text(output, html)
     if output != "-":
         out.info(f"wrote {output}")
 
 
-def _load_checked(
-    options: DataOptions, path: str, models: "list[tuple[str, ModelFile]]", out: Output
-) -> "Dataset":
-    """The data at ``path``, checked against every model's sampling step (a forecast is never
-    compared with data at another step)."""
+def _load_per_model(
+    options: DataOptions, paths: "tuple[Optional[str], Optional[str]]", models: "list[tuple[str, ModelFile]]",
+    out: Output,
+) -> "list[tuple[Optional[Dataset], Optional[Dataset]]]":
+    """Each model's (--data, --test) read with its own variables and inputs (``load_for_model``;
+    a model of x alone and one of x, y, z each get their columns of one file), read once per
+    distinct set and checked against each model's time unit and sampling step (a forecast is
+    never compared with data at another step)."""
     from dynid.api import check_step
-    from dynid.cli.common import check_time_unit
+    from dynid.cli.common import check_time_unit, load_for_model, model_data_options
+    from dynid.errors import UsageError
 
-    dataset = options.load([path], out=out)
+    read: dict[Any, "tuple[Optional[Dataset], Optional[Dataset]]"] = {}
+    pairs = []
     for model_path, loaded in models:
-        check_time_unit(model_path, loaded, dataset)
-        check_step(loaded.model, dataset)
-    return dataset
+        given = model_data_options(options, loaded.model)
+        key = (given.columns, given.inputs)
+        if key not in read:
+            if read and "-" in paths:  # stdin can be read once
+                raise UsageError("models with different variables need --data/--test as files, not stdin")
+            read[key] = tuple(  # type: ignore[assignment]
+                None if path is None else load_for_model(model_path, loaded.model, options, [path], out=out)
+                for path in paths
+            )
+        for dataset in read[key]:
+            if dataset is not None:
+                check_time_unit(model_path, loaded, dataset)
+                check_step(loaded.model, dataset)
+        pairs.append(read[key])
+    return pairs
 
 
 def _is_json(path: str) -> bool:

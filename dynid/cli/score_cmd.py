@@ -2,7 +2,8 @@
 geometry of a long free run (D_stsp, D_H) and, with --estimate-lyapunov, the model's Lyapunov
 spectrum.
 
-One model: its scores. Several: one row per model, on the same rollout starts, best first.
+One model: its scores. Several: one row per model, on the same rollout starts, best first;
+models of different variables ranked apart (one table per set of variables).
 """
 
 from typing import Annotated, Any, Optional
@@ -48,7 +49,7 @@ def score(
     --estimate-lyapunov: the QR (Benettin) method along the model's own orbit from the start of DATA, with its analytic Jacobians where the backend has them (esn), else forward differences of its map on its state (the last samples it forecasts from); as many exponents as variables, largest first, in 1/time units, with standard errors and the Kaplan-Yorke dimension.
     """
     from dynid import api
-    from dynid.cli.common import check_time_unit, load_model_argument, model_data_options
+    from dynid.cli.common import check_time_unit, load_for_model, load_model_argument, model_data_options
     from dynid.errors import UsageError
 
     if len(paths) < 2:
@@ -66,25 +67,40 @@ def score(
         if key not in loaded_data:  # stdin can be read once: models with the same columns share it
             if data_file == "-" and loaded_data:
                 raise UsageError("models with different variables (or handling of missing values) need DATA as a file, not stdin")
-            loaded_data[key] = options.load([data_file], nan_default=key[1], out=out)
+            loaded_data[key] = load_for_model(path, model, data, [data_file], nan_default=key[1], out=out)
         check_time_unit(path, loaded, loaded_data[key])
         result = api.score(model, loaded_data[key], horizon=horizon, starts=starts, lyapunov=lyapunov,
                            free_run=free_run, estimate_lyapunov=estimate_lyapunov,
                            lyapunov_steps=lyapunov_steps, allow_escape=allow_escape)
-        results.append({"kind": result["kind"], "model": path, "backend": model.name, **result})
+        results.append({"kind": result["kind"], "model": path, "backend": model.name,
+                        "variables": list(model.variables_), **result})
     if len(results) == 1:
         if out.json_mode:
             out.emit_json(results[0])
         else:
             out.emit_text(_text(results[0]))
         return
-    results.sort(key=_rank)
+    groups = _ranked_groups(results)
+    if len(groups) > 1:
+        out.info("the models have different variables: ranked apart, one set of variables at a time "
+                 "(errors over other variables are not comparable)")
     if out.json_mode:
         from dynid.documents import SCORES, listing
 
-        out.emit_json(listing(SCORES, [{k: v for k, v in r.items() if k != "kind"} for r in results]))
+        out.emit_json(listing(SCORES, [{**{k: v for k, v in r.items() if k != "kind"}, "rank": rank}
+                                       for group in groups for rank, r in enumerate(group, 1)]))
     else:
-        out.emit_text(_table(results))
+        out.emit_text("\n\n".join(_table(group, named=len(groups) > 1) for group in groups))
+
+
+def _ranked_groups(results: list[dict[str, Any]]) -> list[list[dict[str, Any]]]:
+    """The rows grouped by the models' variables (in the order each set first appears), each
+    group best first (``_rank``): NRMSE is normalised per variable and averaged over the
+    variables, so it ranks only models of the same variables."""
+    groups: dict[tuple[str, ...], list[dict[str, Any]]] = {}
+    for row in results:
+        groups.setdefault(tuple(row["variables"]), []).append(row)
+    return [sorted(group, key=_rank) for group in groups.values()]
 
 
 def _rank(row: dict[str, Any]) -> tuple[float, float]:
@@ -131,7 +147,8 @@ def _text(result: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
-def _table(results: list[dict[str, Any]]) -> str:
+def _table(results: list[dict[str, Any]], named: bool = False) -> str:
+    """The rows as a table, best first; ``named``: its first line names the variables."""
     in_lyapunov_times = all("valid_prediction_time_lyapunov" in r for r in results)
     free_run = all("free_run_steps" in r for r in results)
     estimated = all("lyapunov_state_dimension" in r for r in results)
@@ -152,7 +169,8 @@ def _table(results: list[dict[str, Any]]) -> str:
         rows.append(row)
     widths = [max(len(str(x)) for x in column) for column in zip(header, *rows)]
     first = results[0]
-    lines = [f"rollouts: {first['starts']} x {first['horizon']} steps (dt {first['dt']:g}), best first"]
+    lines = [f"models of {', '.join(first['variables'])}:"] if named else []
+    lines.append(f"rollouts: {first['starts']} x {first['horizon']} steps (dt {first['dt']:g}), best first")
     lines += ["  ".join(str(x).ljust(w) for x, w in zip(line, widths)).rstrip() for line in [header, *rows]]
     return "\n".join(lines)
 

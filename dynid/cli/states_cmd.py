@@ -30,7 +30,7 @@ def states(
     import numpy as np
 
     from dynid import api
-    from dynid.cli.common import check_time_unit, iso_origin, load_model_argument, model_data_options
+    from dynid.cli.common import check_time_unit, iso_origin, load_for_model, load_model_argument
     from dynid.data.writers import check_table_target, iso_times, write_table
     from dynid.documents import STATES, tagged
 
@@ -42,7 +42,7 @@ def states(
     # Missing values kept: a model that takes none infers each complete stretch apart, and
     # still writes a row (empty) for every row of DATA.
     nan_default = "keep"
-    dataset = model_data_options(data, model).with_labels(labels).load([data_file], nan_default=nan_default, out=out)
+    dataset = load_for_model(model_path, model, data, [data_file], nan_default=nan_default, labels=labels, out=out)
     check_time_unit(model_path, loaded, dataset)
     # DATA's own times, date-times included, so that each row joins the row of DATA it is of.
     origin = iso_origin(time_format, dataset.time_origin, output)

@@ -193,7 +193,9 @@ def _matrix_trial(path: str, dataset, parent, wanted: set[str] | None) -> Table:
     # h5py reads a column selection (increasing indices) without loading the rest.
     values = np.asarray(dataset[:, keep] if len(keep) < len(names) else dataset[()], dtype=float)
     columns = {names[i]: values[:, k] for k, i in enumerate(keep)}
-    return _with_time_attrs(_with_time_beside(path, Table(columns=columns, label=where), parent), dataset, parent)
+    unread = tuple(name for name in names if name not in columns)
+    table = Table(columns=columns, label=where, unread=unread, named_by_dynid=attribute is None)
+    return _with_time_attrs(_with_time_beside(path, table, parent), dataset, parent)
 
 
 def _vector_trial(path: str, dataset) -> Table:  # type: ignore[no-untyped-def]

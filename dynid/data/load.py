@@ -15,7 +15,7 @@ from dynid.data.delimited import parse_decimal, parse_sep
 from dynid.data.readers import read_tables
 from dynid.data.table import Table
 from dynid.data.times import AUTO_TIME_NAMES, DATETIME_TIME_NAMES, TimeAxis, is_clock_name, is_time_name, split_unit
-from dynid.errors import DataError, UsageError
+from dynid.errors import DataError, MissingColumn, UsageError
 
 NanPolicy = Literal["split", "error", "drop", "interpolate", "keep"]
 NAN_POLICIES = ("split", "error", "drop", "interpolate", "keep")
@@ -264,9 +264,12 @@ def _find(table: Table, source: str, name: str, option: str, exact: bool = False
             f"{source}: column {name!r} holds Python objects (pandas fixed format), which "
             "dynid does not unpickle; save with to_hdf(..., format='table')"
         )
-    available = list(table.columns)
+    available = [*table.columns, *table.unread]
     shown = ", ".join(available[:20]) + (" ..." if len(available) > 20 else "")
-    raise DataError(f"{source}: {option} {name!r} is not a column; columns are: {shown}")
+    if table.named_by_dynid:
+        shown += f" (named by dynid: {table.label} has no 'columns' attribute)"
+    raise MissingColumn(f"{source}: {option} {name!r} is not a column; columns are: {shown}",
+                        source=source, name=name, option=option, available=shown)
 
 
 def _find_time(table: Table, source: str, time_column: str | None) -> str | None:

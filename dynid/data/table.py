@@ -42,6 +42,9 @@ class Table:
     (UTC when the file gave time zones, then named in ``utc``), anything else as an object array.
     label: names the trial in messages. index: the column that is a pandas index, if any.
     unreadable: columns the reader saw but could not read (e.g. pickled objects), by name.
+    unread: columns the reader saw but left out as not wanted (HDF5 reads only the columns
+    asked for), by name: still named when a column asked for is missing.
+    named_by_dynid: the file gave no column names; dynid made them (HDF5: x0, x1, ...).
     dt, t0: sampling interval and first time from file metadata (HDF5 attributes), if any;
     time_unit: the unit those are in. notes: interpretations a user should hear about.
     """
@@ -50,6 +53,8 @@ class Table:
     label: str
     index: str | None = None
     unreadable: tuple[str, ...] = ()
+    unread: tuple[str, ...] = ()
+    named_by_dynid: bool = False
     utc: frozenset[str] = frozenset()
     dt: float | None = None
     t0: float | None = None

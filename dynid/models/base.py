@@ -141,6 +141,13 @@ class Backend(ABC):
         hyperparameters choose between a closed-form fit and a trained one (koopman's basis)."""
         return cls.capabilities.training
 
+    @classmethod
+    def check_inputs(cls, inputs: "tuple[str, ...] | list[str] | None") -> None:
+        """UsageError (exit 2) when ``inputs`` are given to a backend that takes none: --inputs
+        with such a --model is a wrong combination of options, whatever the data hold."""
+        if inputs and not cls.capabilities.inputs:
+            raise UsageError(f"the {cls.name} backend does not take inputs; drop --inputs")
+
     # -- public, shared --------------------------------------------------------------------
     def fit(
         self,
@@ -168,8 +175,7 @@ class Backend(ABC):
                 f"{data.source}: the {self.name} backend needs uniform time steps but the sampling "
                 "is irregular (or differs between trials); resample with --resample DT"
             )
-        if data.inputs and not caps.inputs:
-            raise DataError(f"the {self.name} backend does not take inputs; drop --inputs")
+        self.check_inputs(data.inputs)
         if not caps.nan:
             _refuse_missing_values(data, self.name)
         self.variables_ = tuple(data.variables)
@@ -194,6 +200,7 @@ class Backend(ABC):
         """Learn from ``moments`` (from ``self.moments``, filled with the data ``source``,
         whose values span ``data_range`` (2, d), see ``data_range_``); returns self. Data checks
         as in ``fit``."""
+        self.check_inputs(inputs)
         if self.capabilities.uniform_steps and dt is None:
             raise DataError(f"{source}: the {self.name} backend needs uniform time steps but the sampling "
                             "is irregular (or differs between trials)")

@@ -38,6 +38,7 @@ def build_report(
     title: str = "dynid report",
     command_line: str | None = None,
     interactive: bool = False,
+    model_data: list[tuple[Dataset | None, Dataset | None]] | None = None,
 ) -> str:
     """The report as one HTML document (a string).
 
@@ -50,6 +51,9 @@ def build_report(
     (by the fingerprint the model file records). Several models and data: a comparison table
     first. command_line: how the report was asked for, for its provenance section (last).
     interactive: zoom, pan and a coordinate read-out on the figures (one inline script).
+    model_data: each model's own (data, test), e.g. the same file read with each model's
+    variables (default: ``data`` and ``test`` for every model); models given the same data
+    objects are compared in one table, one table per such group of two or more.
     """
     started = time.perf_counter()
     if horizon is not None and horizon < 1:
@@ -57,15 +61,20 @@ def build_report(
     sections: list[Section] = []
     if data is not None:
         sections.append(data_section(data, anchor=f"s{len(sections) + 1}"))
-    held_out = test if test is not None else data
+    pairs = [(data, test)] * len(models) if model_data is None else model_data
+    if len(pairs) != len(models):
+        raise ValueError(f"model_data: {len(pairs)} (data, test) pairs for {len(models)} models")
     # Per model, what the table and its section both draw on (score's free run), computed once.
     shared: list[dict[Any, Any]] = [{} for _ in models]
-    if len(models) > 1 and held_out is not None:
-        sections.append(comparison_section(models, held_out, horizon=horizon,
-                                           anchor=f"s{len(sections) + 1}", shared=shared))
-    for (path, model_file), cache in zip(models, shared):
+    groups = _held_out_groups(pairs)
+    for held_out, members in groups:
+        if len(members) > 1:  # titled by the variables where other models are judged on other data
+            sections.append(comparison_section([models[i] for i in members], held_out, horizon=horizon,
+                                               anchor=f"s{len(sections) + 1}", shared=[shared[i] for i in members],
+                                               name_variables=len(groups) > 1))
+    for (path, model_file), (own_data, own_test), cache in zip(models, pairs, shared):
         sections.append(
-            model_section(path, model_file, data, horizon=horizon, test=test,
+            model_section(path, model_file, own_data, horizon=horizon, test=own_test,
                           anchor=f"s{len(sections) + 1}", shared=cache)
         )
     for path, doc in results:
@@ -77,3 +86,15 @@ def build_report(
         sections.append(provenance_section(run, models, datasets, anchor=f"s{len(sections) + 1}"))
     return render_page(title, sections, generated_utc=generated, version=__version__,
                        interactive=interactive)
+
+
+def _held_out_groups(pairs: list[tuple[Dataset | None, Dataset | None]]) -> list[tuple[Dataset, list[int]]]:
+    """(held-out data, indices of the models judged on it) for every held-out dataset (the
+    test data, else the data), in the order first given: errors normalised on different data
+    (other variables) are not comparable in one table."""
+    groups: dict[int, tuple[Dataset, list[int]]] = {}
+    for index, (data, test) in enumerate(pairs):
+        held_out = test if test is not None else data
+        if held_out is not None:
+            groups.setdefault(id(held_out), (held_out, []))[1].append(index)
+    return list(groups.values())

@@ -120,10 +120,12 @@ def comparison_section(
     horizon: int | None,
     anchor: str,
     shared: list[dict[Any, Any]] | None = None,
+    name_variables: bool = False,
 ) -> Section:
     """The table of every model on ``data`` (one row each; a model that cannot be scored says
     why) and their forecasts overlaid where they share a window. ``shared``: each model's cache
-    of results computed once for the report (its section draws the free run the table scores)."""
+    of results computed once for the report (its section draws the free run the table scores).
+    ``name_variables``: the title names ``data``'s variables (one table per set of them)."""
     steps = default_steps(data, horizon)
     scores: list[ModelScore] = []
     problems: list[str] = []
@@ -170,4 +172,5 @@ def comparison_section(
     ]
     if shared:
         parts.append(forecast_figures(shared, data.variables, data.time_column or "t"))
-    return Section(anchor, f"Model comparison on {data.source}", "\n".join(p for p in parts if p))
+    of = f" ({', '.join(data.variables)})" if name_variables else ""
+    return Section(anchor, f"Model comparison on {data.source}{of}", "\n".join(p for p in parts if p))
