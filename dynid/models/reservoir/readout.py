@@ -156,15 +156,54 @@ class RidgeSolver:
         return weights, self.target_mean - self.feature_mean @ weights
 
 
+class CommitteeSolver:
+    """The mean of ``members`` ridge read-outs, each fitted on its own block of the features:
+    features (N, members m + s) are the members' own columns [f_1, ..., f_members] (m each)
+    then ``shared`` (s) columns every member sees, and member j's read-out is the ridge
+    regression (``RidgeSolver``) of [f_j, shared] on the targets. The mean of the members'
+    predictions is itself linear in the features, so it comes back as one read-out: weights
+    (members m + s, d) whose f_j rows are member j's divided by members and whose shared rows
+    are the members' mean, and the mean bias. (Not one ridge over all the features: that would
+    be one larger reservoir, which the ridge couples; the committee averages independent fits,
+    which is what narrows their scatter.)"""
+
+    def __init__(self, features: np.ndarray, targets: np.ndarray, members: int,
+                 shared: int) -> None:
+        own = features.shape[1] - shared
+        if members < 1 or own % members:
+            raise ValueError(f"{features.shape[1]} features do not split into {members} members "
+                             f"of equal blocks and {shared} shared columns")
+        self.members, self.width = members, own // members
+        shared_columns = features[:, own:]
+        self.solvers = [
+            RidgeSolver(np.hstack([features[:, j * self.width:(j + 1) * self.width],
+                                   shared_columns]), targets)
+            for j in range(members)
+        ]
+
+    def solve(self, ridge: float) -> tuple[np.ndarray, np.ndarray]:
+        """weights (members m + s, d) and bias (d,) of the members' mean, each at ``ridge``."""
+        weights, biases = zip(*(solver.solve(ridge) for solver in self.solvers))
+        own = np.concatenate([w[: self.width] for w in weights]) / self.members
+        shared = np.mean([w[self.width:] for w in weights], axis=0)
+        return np.concatenate([own, shared]), np.mean(biases, axis=0)
+
+
+Solver = RidgeSolver | CommitteeSolver
+
+
 @dataclass(frozen=True)
 class Design:
     """One candidate's regression: features (N, k), targets (N, d), how to score read-outs of
-    it in closed loop on held-out rows, and (for the geometry gate) how to run one freely."""
+    it in closed loop on held-out rows, (for the geometry gate) how to run one freely, and how
+    its read-out is fitted (``solver``: features, targets -> a solver of ``solve(ridge)``; one
+    ridge regression, or a committee's mean)."""
 
     features: np.ndarray
     targets: np.ndarray
     rollout_skill: RolloutSkill
     free_run: FreeRun | None = None
+    solver: Callable[[np.ndarray, np.ndarray], Solver] = RidgeSolver
 
 
 @dataclass(frozen=True)
@@ -235,8 +274,8 @@ def cross_validated_skill(design: Design, ridges: tuple[float, ...]) -> np.ndarr
                         f"(one in each held-out block), the data give {rows.size}")
     total = np.zeros(len(ridges))
     for held_out in np.array_split(rows, N_FOLDS):
-        solver = RidgeSolver(np.delete(design.features, held_out, 0),
-                             np.delete(design.targets, held_out, 0))
+        solver = design.solver(np.delete(design.features, held_out, 0),
+                               np.delete(design.targets, held_out, 0))
         weights, biases = zip(*(solver.solve(candidate) for candidate in ridges))
         total += design.rollout_skill(np.stack(weights), np.stack(biases), held_out) / N_FOLDS
     return total
@@ -306,7 +345,7 @@ def select_readout(
     ridges = RIDGE_GRID if ridge is None else (float(ridge),)
     if len(candidates) == 1 and ridge is not None:
         only = design(candidates[0])
-        weights, bias = RidgeSolver(only.features, only.targets).solve(ridge)
+        weights, bias = only.solver(only.features, only.targets).solve(ridge)
         return candidates[0], only, Readout(weights, bias, float(ridge), {}), []
     steps = None if reference is None or len(candidates) < 2 else gate_steps(len(reference), rank_by)
     skills: list[dict[float, float]] = []
@@ -348,7 +387,7 @@ def select_readout(
     if winner != len(scores) - 1:
         built = design(scored[winner])
     assert built is not None  # candidates is not empty
-    weights, bias = RidgeSolver(built.features, built.targets).solve(chosen[winner])
+    weights, bias = built.solver(built.features, built.targets).solve(chosen[winner])
     return scored[winner], built, Readout(weights, bias, chosen[winner], skills[winner]), scores
 
 
@@ -358,7 +397,7 @@ def _gate_geometry(built: Design, ridge: float, reference: np.ndarray | None,
     ``ridge``."""
     if built.free_run is None or reference is None:
         raise ValueError("the geometry gate needs a reference and every design's free_run")
-    weights, bias = RidgeSolver(built.features, built.targets).solve(ridge)
+    weights, bias = built.solver(built.features, built.targets).solve(ridge)
     return free_run_geometry(built.free_run, weights, bias, reference, steps)
 
 
