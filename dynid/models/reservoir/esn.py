@@ -52,6 +52,22 @@ per record the three draws spanned 0.05-0.20 against 0.02-0.37 at 300 units (med
 against 0.080); and the fit costs 3.7 times as much (about 89 against 24 CPU s for 10,000
 samples).
 
+Committee (``members``, default 1): K reservoirs, drawn from the seeds base + draw K + j, share
+one setting and ridge, each has its own ridge read-out, and their predicted increments are
+averaged at every closed-loop step, all driven by the fed-back averaged state (one reservoir
+of K ``units`` units with a block-diagonal W; ``readout.CommitteeSolver``). The committee is the
+candidate the selection scores (held-out skill and the gate of its own closed loop), so the
+setting and ridge are the committee's. Averaging independent read-outs lowers the variance of
+the fitted field (bagging), the draw-to-draw scatter above. Not the default: from x alone (dev
+records 11-14, benchmarks/README.md round 11) it read a median D_stsp of 0.181 (K = 3) and
+0.144 (K = 5) against 0.130 for one reservoir, fitting in about 43 and 69 against 28 CPU s.
+At each record's setting and ridge fixed to one reservoir's choice, five-member committees of
+three disjoint seed sets spanned 0.03-0.05 per record against 0.03-0.16 for single draws, so
+averaging does narrow the scatter; but per record they read about the single draws' median
+(0.169 / 0.169 / 0.091 / 0.093 against 0.164 / 0.192 / 0.085 / 0.104), and lose the lucky low
+draws (median over the 12 (record, draw) pairs 0.142 against 0.115): bagging removes variance,
+not the bias the draws share.
+
 Fixed defaults, by principle: bias scaling 0.5 keeps tanh mostly in its unsaturated range;
 washout 100 samples is about 10 memory times at rho 0.9 (0.9^100 ~ 3e-5).
 
@@ -115,7 +131,7 @@ INPUT_SCALINGS = (0.5, 1.0)
 
 @dataclass(frozen=True)
 class ESNParams(Hyperparameters):
-    units: int = param(300, "reservoir size n")
+    units: int = param(300, "reservoir size n (of each member of a committee, see members)")
     spectral_radius: float | None = param(
         None,
         "largest eigenvalue modulus of the recurrent matrix W; none = choose from "
