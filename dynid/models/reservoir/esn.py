@@ -67,7 +67,8 @@ averaging does narrow the scatter; but per record they read about the single dra
 (0.169 / 0.169 / 0.091 / 0.093 against 0.164 / 0.192 / 0.085 / 0.104), and lose the lucky low
 draws (median over the 12 (record, draw) pairs 0.142 against 0.115): bagging removes variance,
 not the bias the draws share. With 5 % noise on the full state it helped (dev median 0.206 ->
-0.142 at K = 5, better on 3 of 4 records) but stays behind ngrc (0.118) there.
+0.142 at K = 5, better on 3 of 4 records; benchmark seeds 1-4 0.296 -> 0.198) but stays
+behind ngrc (0.118 and 0.128) there.
 
 Fixed defaults, by principle: bias scaling 0.5 keeps tanh mostly in its unsaturated range;
 washout 100 samples is about 10 memory times at rho 0.9 (0.9^100 ~ 3e-5).
