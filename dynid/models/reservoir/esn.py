@@ -65,6 +65,24 @@ skill sits at its cap for most betas and the tie then takes a larger ridge; at o
 a fixed ridge, betas 1e-4 to 1e-2 moved the records both ways within their scatter
 (benchmarks/README.md, round 11).
 
+Committee (``members``, default 1): K reservoirs, drawn from the seeds base + draw K + j, share
+one setting and ridge, each has its own ridge read-out, and their predicted increments are
+averaged at every closed-loop step, all driven by the fed-back averaged state (one reservoir
+of K ``units`` units with a block-diagonal W; ``readout.CommitteeSolver``). The committee is the
+candidate the selection scores (held-out skill and the gate of its own closed loop), so the
+setting and ridge are the committee's. Averaging independent read-outs lowers the variance of
+the fitted field (bagging), the draw-to-draw scatter above. Not the default: from x alone (dev
+records 11-14, benchmarks/README.md round 11) it read a median D_stsp of 0.181 (K = 3) and
+0.144 (K = 5) against 0.130 for one reservoir, fitting in about 43 and 69 against 28 CPU s.
+At each record's setting and ridge fixed to one reservoir's choice, five-member committees of
+three disjoint seed sets spanned 0.03-0.05 per record against 0.03-0.16 for single draws, so
+averaging does narrow the scatter; but per record they read about the single draws' median
+(0.169 / 0.169 / 0.091 / 0.093 against 0.164 / 0.192 / 0.085 / 0.104), and lose the lucky low
+draws (median over the 12 (record, draw) pairs 0.142 against 0.115): bagging removes variance,
+not the bias the draws share. With 5 % noise on the full state it helped (dev median 0.206 ->
+0.142 at K = 5, better on 3 of 4 records; benchmark seeds 1-4 0.296 -> 0.198) but stays
+behind ngrc (0.118 and 0.128) there.
+
 Fixed defaults, by principle: bias scaling 0.5 keeps tanh mostly in its unsaturated range;
 washout 100 samples is about 10 memory times at rho 0.9 (0.9^100 ~ 3e-5).
 
@@ -86,6 +104,7 @@ from typing import Any
 
 import numpy as np
 from scipy import sparse
+from scipy.linalg import block_diag
 from threadpoolctl import threadpool_limits
 
 from dynid.data.dataset import Dataset, Trial
@@ -106,7 +125,9 @@ from dynid.models.reservoir.readout import (
     ESCAPE_CHECK_STEPS,
     RANK_BY_GEOMETRY,
     RANK_BY_SKILL,
+    CommitteeSolver,
     Design,
+    RidgeSolver,
     Standardiser,
     design_rows,
     gate_steps,
@@ -129,7 +150,7 @@ INPUT_SCALINGS = (0.5, 1.0)
 
 @dataclass(frozen=True)
 class ESNParams(Hyperparameters):
-    units: int = param(300, "reservoir size n")
+    units: int = param(300, "reservoir size n (of each member of a committee, see members)")
     spectral_radius: float | None = param(
         None,
         "largest eigenvalue modulus of the recurrent matrix W; none = choose from "
@@ -185,12 +206,24 @@ class ESNParams(Hyperparameters):
         "k of linearised noise training: the noise on each of the last k inputs, propagated "
         "through the reservoir to the read-out's features; 1 = the current input only",
     )
+    members: int = param(
+        1,
+        "reservoirs in a committee (each of `units` units, its own random matrices and ridge "
+        "read-out at the same setting and ridge) whose predicted increments are averaged at "
+        "every closed-loop step, all driven by the averaged state; 1 = a single reservoir",
+    )
 
     def __post_init__(self) -> None:
         if self.units < 1:
             raise ValueError(f"units must be a positive integer, not {self.units}")
         if self.draws < 1:
             raise ValueError(f"draws must be a positive integer, not {self.draws}")
+        if self.members < 1:
+            raise ValueError(f"members must be a positive integer, not {self.members}")
+        if self.members > 1 and self.lmnt != 0:
+            # A committee averages K plain ridge read-outs; the noise term is one ridge's.
+            raise ValueError("lmnt (linearised noise training) and members > 1 (a committee) "
+                             "cannot be combined: give one of them")
         if self.rank_by not in (RANK_BY_GEOMETRY, RANK_BY_SKILL):
             raise ValueError(
                 f"rank_by must be {RANK_BY_GEOMETRY} or {RANK_BY_SKILL}, not {self.rank_by}")
@@ -260,17 +293,28 @@ class ReservoirChoice:
     def label(self) -> str:
         return f"draw={self.draw},{self.setting.label()}"
 
+    def seeds(self, base: int, members: int) -> list[int]:
+        """The seeds of this draw's ``members`` reservoirs: base + draw members + j for member
+        j, so draws never share a reservoir and members=1 gives base + draw."""
+        first = base + self.draw * members
+        return list(range(first, first + members))
+
 
 @dataclass(frozen=True)
 class Reservoir:
     """The fixed random part: recurrent (n, n), input (n, d), bias (n,), leak a; ``squared``:
-    whether the read-out sees the even-numbered units' states squared (``readout_features``)."""
+    whether the read-out sees the even-numbered units' states squared (``readout_features``).
+
+    A committee of ``members`` reservoirs of m units each is one reservoir of n = members m
+    units whose recurrent matrix is block-diagonal (no member sees another's units), all driven
+    by the same z; its read-out (``readout.CommitteeSolver``) is the mean of the members'."""
 
     recurrent: np.ndarray
     input: np.ndarray
     bias: np.ndarray
     leak: float
     squared: bool = False
+    members: int = 1
 
     @classmethod
     def draw(
@@ -292,20 +336,48 @@ class Reservoir:
             squared=params.squared_readout,
         )
 
+    @classmethod
+    def committee(cls, params: ESNParams, setting: ReservoirSetting, d: int,
+                  seeds: list[int]) -> Reservoir:
+        """The committee of one reservoir ``draw`` per seed, all at ``setting``."""
+        drawn = [cls.draw(params, setting, d, seed) for seed in seeds]
+        if len(drawn) == 1:
+            return drawn[0]
+        return cls.of_blocks(np.stack([member.recurrent for member in drawn]),
+                             np.vstack([member.input for member in drawn]),
+                             np.concatenate([member.bias for member in drawn]),
+                             setting.leak, params.squared_readout)
+
+    @classmethod
+    def of_blocks(cls, blocks: np.ndarray, input: np.ndarray, bias: np.ndarray, leak: float,
+                  squared: bool) -> Reservoir:
+        """The committee of the members' recurrent matrices ``blocks`` (members, m, m), with
+        input (members m, d) and bias (members m,) stacked member by member."""
+        return cls(recurrent=block_diag(*blocks), input=input, bias=bias, leak=leak,
+                   squared=squared, members=len(blocks))
+
+    def blocks(self) -> np.ndarray:
+        """The members' recurrent matrices (members, m, m), the diagonal blocks of W."""
+        m = self.recurrent.shape[0] // self.members
+        return np.stack([self.recurrent[j * m:(j + 1) * m, j * m:(j + 1) * m]
+                         for j in range(self.members)])
+
+    def _squared_units(self, width: int) -> np.ndarray:
+        """Which of ``width`` units the read-out squares: each member's even-numbered ones."""
+        return np.arange(width) % (width // self.members) % 2 == 0
+
     def readout_features(self, r: np.ndarray, z: np.ndarray) -> np.ndarray:
         """The read-out's features (..., n + d) of states r (..., n) and inputs z (..., d):
-        [r, z], with r_i^2 in place of r_i for even i where ``squared``."""
+        [r, z], with r_i^2 in place of r_i for each member's even i where ``squared``."""
         if self.squared:
-            r = r.copy()
-            r[..., ::2] **= 2
+            r = np.where(self._squared_units(r.shape[-1]), r**2, r)
         return np.concatenate([r, z], axis=-1)
 
     def readout_gain(self, r: np.ndarray) -> np.ndarray:
         """d(features)/dr along the diagonal (..., n): 1, or 2 r_i for the squared units."""
-        gain = np.ones_like(r)
-        if self.squared:
-            gain[..., ::2] = 2.0 * r[..., ::2]
-        return gain
+        if not self.squared:
+            return np.ones_like(r)
+        return np.where(self._squared_units(r.shape[-1]), 2.0 * r, 1.0)
 
     def noise_gains(self, previous: np.ndarray, r: np.ndarray) -> np.ndarray:
         """The Jacobian of the read-out's features with respect to the input z_t that drove
@@ -399,7 +471,9 @@ class ESN(Backend):
     Fitted arrays (n units, d variables): ``recurrent`` (n, n), ``input_weights`` (n, d),
     ``reservoir_bias`` (n,): the fixed random reservoir; ``mean``, ``scale`` (d,) the
     standardisation in data units; ``weights`` (n + d, d) and ``bias`` (d,): the read-out from
-    [r_t, z_t] to z_{t+1} - z_t.
+    [r_t, z_t] to z_{t+1} - z_t. A committee of K = ``members`` reservoirs of m = ``units``
+    each stores its recurrent blocks (K, m, m), and n = K m in the others (members stacked);
+    its ``weights`` and ``bias`` are the mean of the members' read-outs.
     """
 
     name = "esn"
@@ -447,8 +521,12 @@ class ESN(Backend):
         # that the chosen draw can be drawn again below (and is recorded).
         base = seed if seed is not None else int(np.random.SeedSequence().generate_state(1)[0])
 
+        solver = (RidgeSolver if params.members == 1 else functools.partial(
+            CommitteeSolver, members=params.members, shared=self.n_variables))
+
         def design(choice: ReservoirChoice) -> Design:
-            reservoir = Reservoir.draw(params, choice.setting, self.n_variables, base + choice.draw)
+            reservoir = Reservoir.committee(params, choice.setting, self.n_variables,
+                                            choice.seeds(base, params.members))
             trials_r = [reservoir.run(z) for z in trials_z]
             features = np.vstack([
                 reservoir.readout_features(r[row_t[row_trial == i]],
@@ -494,7 +572,7 @@ class ESN(Backend):
                                          trials_z[reference][-1], steps, box)
 
             return Design(features, increments, rollout_skill, free_run,
-                          None if gains is None else noise)
+                          noise=None if gains is None else noise, solver=solver)
 
         reference = longest(trials_z)
         budget = self.training_options.max_time_s
@@ -505,14 +583,16 @@ class ESN(Backend):
                 out_of_time=None if deadline is None else lambda: time.monotonic() >= deadline,
                 lmnt=params.lmnt)
         setting = choice.setting
-        self.reservoir_ = Reservoir.draw(params, setting, self.n_variables, base + choice.draw)
+        seeds = choice.seeds(base, params.members)
+        self.reservoir_ = Reservoir.committee(params, setting, self.n_variables, seeds)
         self.smoothing_ = smoothing
         self.mean_, self.scale_ = scaling.mean, scaling.scale
         self.weights_, self.bias_ = readout.weights, readout.bias
         gated = len(candidates) > 1
         self.metrics_ = {
             "draw": choice.draw,
-            "reservoir_seed": base + choice.draw,
+            "reservoir_seed": seeds[0],
+            **({"members": params.members, "member_seeds": seeds} if params.members > 1 else {}),
             "spectral_radius": setting.spectral_radius,
             "leak": setting.leak,
             "input_scaling": setting.input_scaling,
@@ -575,8 +655,9 @@ class ESN(Backend):
 
     def arrays(self) -> dict[str, np.ndarray]:
         self._check_fitted()
+        blocks = self.reservoir_.blocks()
         return {
-            "recurrent": self.reservoir_.recurrent,
+            "recurrent": blocks[0] if len(blocks) == 1 else blocks,
             "input_weights": self.reservoir_.input,
             "reservoir_bias": self.reservoir_.bias,
             "mean": self.mean_,
@@ -590,9 +671,11 @@ class ESN(Backend):
 
     def _load_arrays(self, arrays: dict[str, np.ndarray]) -> None:
         params: ESNParams = self.params  # type: ignore[assignment]
-        n, d = params.units, self.n_variables
-        self.reservoir_ = Reservoir(
-            recurrent=expect_array(arrays, "recurrent", (n, n)).astype(float),
+        m, members, d = params.units, params.members, self.n_variables
+        n = members * m
+        blocks = expect_array(arrays, "recurrent", (m, m) if members == 1 else (members, m, m))
+        self.reservoir_ = Reservoir.of_blocks(
+            blocks.astype(float).reshape(members, m, m),
             input=expect_array(arrays, "input_weights", (n, d)).astype(float),
             bias=expect_array(arrays, "reservoir_bias", (n,)).astype(float),
             leak=_stored_leak(arrays, params),

@@ -209,22 +209,63 @@ class RidgeSolver:
         return weights, self.target_mean - self.feature_mean @ weights
 
 
+class CommitteeSolver:
+    """The mean of ``members`` ridge read-outs, each fitted on its own block of the features:
+    features (N, members m + s) are the members' own columns [f_1, ..., f_members] (m each)
+    then ``shared`` (s) columns every member sees, and member j's read-out is the ridge
+    regression (``RidgeSolver``) of [f_j, shared] on the targets. The mean of the members'
+    predictions is itself linear in the features, so it comes back as one read-out: weights
+    (members m + s, d) whose f_j rows are member j's divided by members and whose shared rows
+    are the members' mean, and the mean bias. (Not one ridge over all the features: that would
+    be one larger reservoir, which the ridge couples; the committee averages independent fits,
+    which is what narrows their scatter.)"""
+
+    def __init__(self, features: np.ndarray, targets: np.ndarray, members: int,
+                 shared: int) -> None:
+        own = features.shape[1] - shared
+        if members < 1 or own % members:
+            raise ValueError(f"{features.shape[1]} features do not split into {members} members "
+                             f"of equal blocks and {shared} shared columns")
+        self.members, self.width = members, own // members
+        shared_columns = features[:, own:]
+        self.solvers = [
+            RidgeSolver(np.hstack([features[:, j * self.width:(j + 1) * self.width],
+                                   shared_columns]), targets)
+            for j in range(members)
+        ]
+
+    def solve(self, ridge: float) -> tuple[np.ndarray, np.ndarray]:
+        """weights (members m + s, d) and bias (d,) of the members' mean, each at ``ridge``."""
+        weights, biases = zip(*(solver.solve(ridge) for solver in self.solvers))
+        own = np.concatenate([w[: self.width] for w in weights]) / self.members
+        shared = np.mean([w[self.width:] for w in weights], axis=0)
+        return np.concatenate([own, shared]), np.mean(biases, axis=0)
+
+
+Solver = RidgeSolver | CommitteeSolver
+
+
 @dataclass(frozen=True)
 class Design:
     """One candidate's regression: features (N, k), targets (N, d), how to score read-outs of
-    it in closed loop on held-out rows, (for the geometry gate) how to run one freely, and
-    (for linearised noise training) the ``NoisePenalty`` summed over given design rows."""
+    it in closed loop on held-out rows, (for the geometry gate) how to run one freely, (for
+    linearised noise training) the ``NoisePenalty`` summed over given design rows, and how its
+    read-out is fitted without that noise (``solver``: features, targets -> a solver of
+    ``solve(ridge)``; one ridge regression, or a committee's mean). A design has a noise
+    penalty or a committee's solver, not both (the esn refuses the combination)."""
 
     features: np.ndarray
     targets: np.ndarray
     rollout_skill: RolloutSkill
     free_run: FreeRun | None = None
     noise: Callable[[np.ndarray], NoisePenalty] | None = None
+    solver: Callable[[np.ndarray, np.ndarray], Solver] = RidgeSolver
 
     def solve(self, ridge: float, lmnt: float) -> tuple[np.ndarray, np.ndarray]:
         """Weights (k, d) and bias (d,) of the read-out fitted on all rows."""
-        rows = np.arange(self.features.shape[0])
-        noise = self.noise(rows) if lmnt > 0 and self.noise is not None else None
+        if not lmnt > 0:
+            return self.solver(self.features, self.targets).solve(ridge)
+        noise = None if self.noise is None else self.noise(np.arange(self.features.shape[0]))
         return RidgeSolver(self.features, self.targets, noise, lmnt).solve(ridge)
 
 
@@ -306,10 +347,14 @@ def cross_validated_skill(
     everywhere = design.noise(rows) if noisy and design.noise is not None else None
     total = np.zeros((len(lmnts), len(ridges)))
     for held_out in np.array_split(rows, N_FOLDS):
-        noise = (None if everywhere is None or design.noise is None
-                 else everywhere - design.noise(held_out))
-        solvers = RidgeSolver.per_lmnt(np.delete(design.features, held_out, 0),
-                                       np.delete(design.targets, held_out, 0), noise, lmnts)
+        features = np.delete(design.features, held_out, 0)
+        targets = np.delete(design.targets, held_out, 0)
+        if noisy:
+            noise = (None if everywhere is None or design.noise is None
+                     else everywhere - design.noise(held_out))
+            solvers: Sequence[Solver] = RidgeSolver.per_lmnt(features, targets, noise, lmnts)
+        else:  # lmnts is (0,): the design's own solver (one ridge, or a committee)
+            solvers = [design.solver(features, targets)]
         weights, biases = zip(*(solver.solve(r) for solver in solvers for r in ridges))
         skill = design.rollout_skill(np.stack(weights), np.stack(biases), held_out)
         total += skill.reshape(total.shape) / N_FOLDS
