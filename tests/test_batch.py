@@ -1,5 +1,6 @@
 """--each over many inputs: patterns, failing inputs, shards, --resume, --jobs, signals."""
 
+import contextlib
 import json
 import os
 import signal
@@ -243,6 +244,30 @@ def test_worker_threads_fit_the_cores():
     assert runner.worker_threads(4, cores=2) == 1
 
 
+@contextlib.contextmanager
+def _children_start_with_sigint(disposition: str):
+    """Processes started in the block begin with SIGINT at its default ("default") or ignored
+    ("ignored"), whatever this process got: a handler is reset to the default across exec, an
+    ignored signal stays ignored. pytest run as a background job of a script (``cmd &``, as
+    CI may run it) starts with SIGINT ignored, and so would every child it starts."""
+    before = signal.signal(signal.SIGINT, signal.default_int_handler if disposition == "default" else signal.SIG_IGN)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, before)
+
+
+def _start_batch(data: Path, outputs: Path, jobs: int, sigint: str) -> subprocess.Popen:
+    """``dynid fit DATA --each --model var --json --jobs JOBS -o OUTPUTS/{stem}.dynid`` started
+    with SIGINT ``sigint`` (``_children_start_with_sigint``); its pipes are bytes."""
+    env = {**os.environ, "NO_COLOR": "1"}
+    with _children_start_with_sigint(sigint):
+        return subprocess.Popen(
+            [sys.executable, "-m", "dynid", "fit", str(data), "--each", "--model", "var", "--json",
+             "--jobs", str(jobs), "-o", str(outputs / "{stem}.dynid")],
+            stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env)
+
+
 @pytest.mark.parametrize(("jobs", "signum", "code"), [
     (1, signal.SIGTERM, 130), (2, signal.SIGTERM, 130), (2, signal.SIGINT, 130)])
 def test_a_signal_ends_the_batch_promptly_without_partial_outputs(tmp_path, jobs, signum, code):
@@ -250,11 +275,9 @@ def test_a_signal_ends_the_batch_promptly_without_partial_outputs(tmp_path, jobs
     data.mkdir()
     for k in range(60):
         _write_var(data / f"s{k:02d}.csv", k, n=400)
-    env = {**os.environ, "NO_COLOR": "1"}
-    process = subprocess.Popen(
-        [sys.executable, "-m", "dynid", "fit", str(data), "--each", "--model", "var", "--json",
-         "--jobs", str(jobs), "-o", str(tmp_path / "m" / "{stem}.dynid")],
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env)
+    # SIGINT at its default, as a terminal's Ctrl-C finds it: started with it ignored, dynid
+    # keeps ignoring it (test_a_batch_started_with_sigint_ignored_keeps_ignoring_it).
+    process = _start_batch(data, tmp_path / "m", jobs, "default")
     first = process.stdout.readline()  # the batch is under way
     assert json.loads(first)["kind"] == "fit"
     process.send_signal(signum)
@@ -268,6 +291,24 @@ def test_a_signal_ends_the_batch_promptly_without_partial_outputs(tmp_path, jobs
     time.sleep(1.5)
     assert sorted((tmp_path / "m").iterdir()) == written  # no worker outlived the batch
     assert all(path.suffix == ".dynid" and runner.output_is_valid(str(path)) for path in written)
+
+
+def test_a_batch_started_with_sigint_ignored_keeps_ignoring_it(tmp_path):
+    # POSIX: a shell without job control starts background jobs (`dynid ... &` in a script)
+    # with SIGINT ignored, so that a Ctrl-C meant for the script does not end them; a program
+    # keeps an ignored SIGINT ignored (Python then installs no KeyboardInterrupt handler, and
+    # dynid installs none of its own). SIGTERM is the signal that cancels such a batch.
+    data = tmp_path / "data"
+    data.mkdir()
+    for k in range(6):
+        _write_var(data / f"s{k:02d}.csv", k)
+    process = _start_batch(data, tmp_path / "m", 1, "ignored")
+    first = process.stdout.readline()  # the batch is under way
+    assert json.loads(first)["kind"] == "fit"
+    process.send_signal(signal.SIGINT)
+    rest, stderr = process.communicate(timeout=120)
+    assert process.returncode == 0 and stderr == b"", stderr.decode()
+    assert sorted(path.name for path in (tmp_path / "m").iterdir()) == [f"s{k:02d}.dynid" for k in range(6)]
 
 
 def test_a_script_without_main_guard_gets_one_error_line(tmp_path):
