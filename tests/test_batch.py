@@ -285,6 +285,8 @@ def test_a_signal_ends_the_batch_promptly_without_partial_outputs(tmp_path, jobs
     rest, stderr = process.communicate(timeout=30)
     assert time.monotonic() - start < 10
     assert process.returncode == code, stderr.decode()
+    said = {signal.SIGINT: "dynid: interrupted", signal.SIGTERM: "dynid: terminated"}[signum]
+    assert stderr.decode().splitlines()[-1:] == [said]
     assert b"Traceback" not in stderr
     written = sorted((tmp_path / "m").iterdir())
     assert len(written) < 60  # it stopped before the end
@@ -363,3 +365,4 @@ def test_a_termination_swallowed_by_a_callback_is_delivered_again_after_the_hook
             time.sleep(5)
     finally:
         signal.signal(signal.SIGTERM, before)
+

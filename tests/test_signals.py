@@ -73,3 +73,17 @@ def test_a_worker_still_importing_the_main_script_keeps_the_default_sigterm(monk
     before = signal.getsignal(signal.SIGTERM)
     with sigterm_raises():
         assert signal.getsignal(signal.SIGTERM) is before
+
+
+def test_ctrl_c_ends_a_command_with_one_line_and_exit_130(cli, linear_csv, tmp_path, monkeypatch):
+    # Typer turns KeyboardInterrupt into a silent exit 130; dynid says so, as for SIGTERM.
+    from dynid import api
+
+    def interrupted(*args, **kwargs):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(api, "fit", interrupted)
+    result = cli("fit", linear_csv, "--model", "var", "-o", tmp_path / "m.dynid")
+    assert result.returncode == 130
+    assert result.stderr.decode().splitlines()[-1:] == ["dynid: interrupted"]
+    assert b"Traceback" not in result.stderr and not (tmp_path / "m.dynid").exists()
