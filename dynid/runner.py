@@ -224,7 +224,7 @@ def _start_worker(threads: int, preload: tuple[str, ...]) -> None:
         pass
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     signal.signal(signal.SIGTERM, _worker_sigterm)
-    sys.unraisablehook = _redeliver_termination
+    sys.unraisablehook = _redeliver_signal
     for module in preload:
         importlib.import_module(module)
 
@@ -257,21 +257,27 @@ def _raise_terminated(signum: int, frame: object) -> None:
     raise Terminated()
 
 
-# Seconds after which a SIGTERM that arrived where Python could not raise it is sent again.
+# Seconds after which a signal whose exception Python could not raise is sent again.
 REDELIVERY_DELAY = 0.01
+# The signal whose handler raises each exception (KeyboardInterrupt: Python's own for SIGINT).
+SIGNAL_OF = ((Terminated, signal.SIGTERM), (KeyboardInterrupt, signal.SIGINT))
 
 
-def _redeliver_termination(unraisable: sys.UnraisableHookArgs) -> None:
-    """``sys.unraisablehook``: a ``Terminated`` raised where Python cannot propagate it (a
-    weakref callback or ``__del__`` that the signal happened to interrupt) would be printed with
-    a traceback and lost; send SIGTERM again instead, so it is raised at the next safe point.
-    From another thread, a moment later: sent from here, its handler could run before this hook
-    returns, and raise inside the hook, where it is printed and lost the same way."""
-    if isinstance(unraisable.exc_value, Terminated):
-        resend = threading.Timer(REDELIVERY_DELAY, os.kill, (os.getpid(), signal.SIGTERM))
-        resend.daemon = True
-        resend.start()
-        return
+def _redeliver_signal(unraisable: sys.UnraisableHookArgs) -> None:
+    """``sys.unraisablehook``: a ``Terminated`` (SIGTERM) or KeyboardInterrupt (SIGINT) raised
+    where Python cannot propagate it (a weakref callback or ``__del__`` that the signal happened
+    to interrupt) would be printed with a traceback and lost, and the batch would go on; send
+    the signal again instead, so that its handler raises at the next safe point. Only while a
+    Python handler takes that signal (one raised the exception; an ignored or default signal
+    is left as it is). From another thread, a moment later: sent from here, the handler could
+    run before this hook returns, and raise inside the hook, where it is printed and lost the
+    same way."""
+    for exception, signum in SIGNAL_OF:
+        if isinstance(unraisable.exc_value, exception) and callable(signal.getsignal(signum)):
+            resend = threading.Timer(REDELIVERY_DELAY, os.kill, (os.getpid(), signum))
+            resend.daemon = True
+            resend.start()
+            return
     sys.__unraisablehook__(unraisable)
 
 
@@ -286,7 +292,7 @@ def sigterm_raises() -> Iterator[None]:
         yield
         return
     before = signal.signal(signal.SIGTERM, _raise_terminated)
-    hook, sys.unraisablehook = sys.unraisablehook, _redeliver_termination
+    hook, sys.unraisablehook = sys.unraisablehook, _redeliver_signal
     try:
         yield
     finally:

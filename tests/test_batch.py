@@ -360,9 +360,34 @@ def test_a_termination_swallowed_by_a_callback_is_delivered_again_after_the_hook
     try:
         lost = types.SimpleNamespace(exc_type=runner.Terminated, exc_value=runner.Terminated(),
                                      exc_traceback=None, err_msg=None, object=None)
-        runner._redeliver_termination(lost)  # returns without raising
+        runner._redeliver_signal(lost)  # returns without raising
         with pytest.raises(runner.Terminated):
             time.sleep(5)
     finally:
         signal.signal(signal.SIGTERM, before)
 
+
+class _InterruptedWhileCollected:
+    """An object whose ``__del__`` the signal ``signum`` interrupts: the signal's handler
+    raises there, where Python can only print the exception and go on."""
+
+    def __init__(self, signum: int) -> None:
+        self.signum = signum
+
+    def __del__(self) -> None:
+        os.kill(os.getpid(), self.signum)
+        time.sleep(1)  # the handler runs in this call
+
+
+@pytest.mark.parametrize(("signum", "raised"), [(signal.SIGTERM, runner.Terminated), (signal.SIGINT, KeyboardInterrupt)])
+def test_a_signal_that_lands_in_a_finaliser_still_stops_the_work(capsys, signum, raised):
+    # Where a batch's parent collects the pool's objects (weakref callbacks, __del__), a signal's
+    # exception was printed and lost, and the batch ran to its end (SIGINT: exit 0).
+    before = signal.signal(signal.SIGINT, signal.default_int_handler)  # even where pytest ignores it
+    try:
+        with runner.sigterm_raises(), pytest.raises(raised):
+            _InterruptedWhileCollected(signum)  # collected at once
+            time.sleep(5)
+    finally:
+        signal.signal(signal.SIGINT, before)
+    assert "Exception ignored" not in capsys.readouterr().err
