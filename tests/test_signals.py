@@ -9,6 +9,8 @@ import sys
 import numpy as np
 import pandas as pd
 
+from conftest import run_script
+
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
@@ -87,3 +89,29 @@ def test_ctrl_c_ends_a_command_with_one_line_and_exit_130(cli, linear_csv, tmp_p
     assert result.returncode == 130
     assert result.stderr.decode().splitlines()[-1:] == ["dynid: interrupted"]
     assert b"Traceback" not in result.stderr and not (tmp_path / "m.dynid").exists()
+
+
+def test_a_pool_stopped_before_os_exit_leaves_nothing_for_the_resource_tracker(tmp_path):
+    # dynid leaves with os._exit on SIGTERM, right after the pool's workers are stopped: the
+    # pool's queues must be closed by then, or multiprocessing's resource tracker warns about
+    # their semaphores on stderr after "dynid: terminated" (seen in most --jobs 2 runs). The
+    # pool's manager thread, which closes them, is slowed here as on a loaded machine.
+    result = run_script(
+        "import os, time\n"
+        "from concurrent.futures import process\n"
+        "from dynid.worker_processes import spawned_pool\n"
+        "close = process._ExecutorManagerThread.join_executor_internals\n"
+        "def slowly(self):\n"
+        "    time.sleep(1)\n"
+        "    close(self)\n"
+        "process._ExecutorManagerThread.join_executor_internals = slowly\n"
+        "if __name__ == '__main__':\n"
+        "    try:\n"
+        "        with spawned_pool(2, time.sleep, (0,), '--jobs 1') as pool:\n"
+        "            busy = [pool.submit(time.sleep, 60) for _ in range(4)]\n"
+        "            time.sleep(1)  # the workers have started their jobs\n"
+        "            raise KeyboardInterrupt\n"
+        "    except KeyboardInterrupt:\n"
+        "        os._exit(130)  # as dynid leaves on SIGTERM\n",
+        cwd=tmp_path)
+    assert result.returncode == 130 and result.stderr == ""
