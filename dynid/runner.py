@@ -230,6 +230,7 @@ def _start_worker(threads: int, preload: tuple[str, ...]) -> None:
 
 
 _busy = False  # in a worker: whether a job is running (SIGTERM then unwinds it first)
+_unwinding = False  # in a worker: whether a SIGTERM's Terminated is unwinding the job
 
 
 def _run_in_worker(task: Callable[[Job], R], job: Job, threads: int) -> R:
@@ -248,9 +249,16 @@ def _run_in_worker(task: Callable[[Job], R], job: Job, threads: int) -> R:
 
 
 def _worker_sigterm(signum: int, frame: object) -> None:
-    if _busy:
-        raise Terminated()
-    os._exit(Terminated.exit_code)  # idle: nothing to clean up
+    global _unwinding
+    if not _busy:
+        os._exit(Terminated.exit_code)  # idle: nothing to clean up
+    if _unwinding:
+        # A second SIGTERM: the pool's manager thread, finding a worker gone, ends the others
+        # too (concurrent.futures' terminate_broken). Raised now, it would cut short the
+        # cleanup of the first and leave an atomic write's temporary file.
+        return
+    _unwinding = True
+    raise Terminated()
 
 
 def _raise_terminated(signum: int, frame: object) -> None:
@@ -272,8 +280,10 @@ def _redeliver_signal(unraisable: sys.UnraisableHookArgs) -> None:
     is left as it is). From another thread, a moment later: sent from here, the handler could
     run before this hook returns, and raise inside the hook, where it is printed and lost the
     same way."""
+    global _unwinding
     for exception, signum in SIGNAL_OF:
         if isinstance(unraisable.exc_value, exception) and callable(signal.getsignal(signum)):
+            _unwinding = False  # in a worker: nothing is unwinding, so the resent SIGTERM raises
             resend = threading.Timer(REDELIVERY_DELAY, os.kill, (os.getpid(), signum))
             resend.daemon = True
             resend.start()
