@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import gc
 import glob
 import importlib
 import os
@@ -241,22 +242,27 @@ def _run_in_worker(task: Callable[[Job], R], job: Job, threads: int) -> R:
     try:
         return task(job)
     except Terminated:
-        # The job's atomic writes have removed their temporary files while this unwound; the
-        # pool's worker loop would report the exception and wait for more work, so leave now.
-        os._exit(Terminated.exit_code)
+        pass  # the job has unwound, its atomic writes removing their temporary files
     finally:
         _busy = False
+    # The pool's worker loop would report the exception and wait for more work, so leave; only
+    # now that the exception and the frames of its traceback are released (gc.collect: they may
+    # hold each other), so that a context manager the signal caught between two steps (its
+    # generator suspended, an atomic write's exit not yet begun) is closed and cleans up too.
+    gc.collect()
+    os._exit(Terminated.exit_code)
 
 
 def _worker_sigterm(signum: int, frame: object) -> None:
     global _unwinding
-    if not _busy:
-        os._exit(Terminated.exit_code)  # idle: nothing to clean up
     if _unwinding:
         # A second SIGTERM: the pool's manager thread, finding a worker gone, ends the others
         # too (concurrent.futures' terminate_broken). Raised now, it would cut short the
-        # cleanup of the first and leave an atomic write's temporary file.
+        # cleanup of the first and leave an atomic write's temporary file; the worker leaves
+        # by itself once that is done (_run_in_worker).
         return
+    if not _busy:
+        os._exit(Terminated.exit_code)  # idle: nothing to clean up
     _unwinding = True
     raise Terminated()
 

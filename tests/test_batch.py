@@ -419,3 +419,22 @@ def test_a_second_sigterm_does_not_cut_short_a_workers_cleanup(tmp_path, monkeyp
     finally:
         signal.signal(signal.SIGTERM, before)
     assert sent and os.listdir(tmp_path) == []
+
+
+def test_a_worker_leaves_only_once_the_interrupted_job_has_closed_its_files(tmp_path):
+    # A SIGTERM can land between two steps of a with statement: the atomic write's context
+    # manager has yielded its temporary path and its exit has not begun. Held by the frames of
+    # the exception's traceback, it removes the file only when released: before the worker's
+    # os._exit, or never.
+    result = run_script(
+        "from pathlib import Path\n"
+        "from dynid import runner\n"
+        "from dynid.atomic import atomic_path\n"
+        "def job(_):\n"
+        "    write = atomic_path('m.dynid')\n"
+        "    Path(write.__enter__()).write_bytes(b'half a model')\n"
+        "    raise runner.Terminated()  # as the signal's handler raises it, the with's exit not begun\n"
+        "runner._run_in_worker(job, runner.Job('in.csv', 'm.dynid'), 1)\n",
+        cwd=tmp_path)
+    assert result.returncode == 130, result.stderr
+    assert sorted(os.listdir(tmp_path)) == ["script.py"]
