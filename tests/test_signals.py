@@ -8,6 +8,7 @@ import sys
 
 import numpy as np
 import pandas as pd
+import pytest
 
 from conftest import run_script
 
@@ -144,3 +145,26 @@ def test_a_signal_during_a_read_of_data_is_never_lost(tmp_path):
             except Terminated:
                 timer.join()
     assert lost == 0
+
+
+def test_a_signal_as_the_temporary_file_is_created_leaves_no_file(tmp_path, monkeypatch):
+    # A signal that arrives during the slow open of an atomic write's temporary file (a busy
+    # disk) is handled as the open returns; tempfile.mkstemp had not yet named the file to the
+    # write, which then left it behind (seen in --jobs 2 batches ended by SIGTERM).
+    from dynid import atomic
+    from dynid.runner import Terminated
+
+    opened = os.open
+
+    def open_then_signal(path, flags, mode=0o777, **kwargs):
+        fd = opened(path, flags, mode, **kwargs)
+        if str(path).endswith(".tmp"):
+            os.close(fd)
+            raise Terminated()  # as the SIGTERM handler raises it when the open returns
+        return fd
+
+    monkeypatch.setattr(atomic.os, "open", open_then_signal)
+    with pytest.raises(Terminated):
+        with atomic.atomic_path(tmp_path / "m.dynid"):
+            pass
+    assert os.listdir(tmp_path) == []
