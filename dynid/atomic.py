@@ -7,8 +7,8 @@ from __future__ import annotations
 
 import contextlib
 import os
+import secrets
 import sys
-import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -28,11 +28,22 @@ def atomic_path(target: str | os.PathLike[str]) -> Iterator[str]:
     if to_stdout:
         refuse_binary_terminal()
     stem = "stdout" if to_stdout else Path(target).name
-    try:
-        fd, temp = tempfile.mkstemp(dir=directory, prefix=f".{stem}.", suffix=".tmp")
-    except OSError as exc:
-        raise DataError(f"{target}: cannot write there ({exc.strerror or exc})") from exc
-    os.close(fd)
+    while True:
+        # Named before it is created, inside the try that removes it: a signal handled as the
+        # creation returns (a slow open on a busy disk) raises there, and the file goes too.
+        # (tempfile.mkstemp names it only after, so that signal left it behind.)
+        temp = str(directory / f".{stem}.{secrets.token_hex(4)}.tmp")
+        try:
+            os.close(os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600))
+            break
+        except FileExistsError:
+            continue  # another's file: a new name, and nothing to remove
+        except OSError as exc:
+            raise DataError(f"{target}: cannot write there ({exc.strerror or exc})") from exc
+        except BaseException:
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(temp)
+            raise
     try:
         yield temp
         with open(temp, "rb+") as handle:
@@ -60,7 +71,7 @@ def refuse_binary_terminal() -> None:
 
 
 def _target_mode(target: str | os.PathLike[str]) -> int:
-    """The mode a plainly created file would get (mkstemp makes 0600 files)."""
+    """The mode a plainly created file would get (the temporary file is made 0600)."""
     try:
         return os.stat(target).st_mode & 0o777
     except FileNotFoundError:

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import gc
 import glob
 import importlib
 import os
@@ -224,12 +225,13 @@ def _start_worker(threads: int, preload: tuple[str, ...]) -> None:
         pass
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     signal.signal(signal.SIGTERM, _worker_sigterm)
-    sys.unraisablehook = _redeliver_termination
+    sys.unraisablehook = _redeliver_signal
     for module in preload:
         importlib.import_module(module)
 
 
 _busy = False  # in a worker: whether a job is running (SIGTERM then unwinds it first)
+_unwinding = False  # in a worker: whether a SIGTERM's Terminated is unwinding the job
 
 
 def _run_in_worker(task: Callable[[Job], R], job: Job, threads: int) -> R:
@@ -240,38 +242,58 @@ def _run_in_worker(task: Callable[[Job], R], job: Job, threads: int) -> R:
     try:
         return task(job)
     except Terminated:
-        # The job's atomic writes have removed their temporary files while this unwound; the
-        # pool's worker loop would report the exception and wait for more work, so leave now.
-        os._exit(Terminated.exit_code)
+        pass  # the job has unwound, its atomic writes removing their temporary files
     finally:
         _busy = False
+    # The pool's worker loop would report the exception and wait for more work, so leave; only
+    # now that the exception and the frames of its traceback are released (gc.collect: they may
+    # hold each other), so that a context manager the signal caught between two steps (its
+    # generator suspended, an atomic write's exit not yet begun) is closed and cleans up too.
+    gc.collect()
+    os._exit(Terminated.exit_code)
 
 
 def _worker_sigterm(signum: int, frame: object) -> None:
-    if _busy:
-        raise Terminated()
-    os._exit(Terminated.exit_code)  # idle: nothing to clean up
+    global _unwinding
+    if _unwinding:
+        # A second SIGTERM: the pool's manager thread, finding a worker gone, ends the others
+        # too (concurrent.futures' terminate_broken). Raised now, it would cut short the
+        # cleanup of the first and leave an atomic write's temporary file; the worker leaves
+        # by itself once that is done (_run_in_worker).
+        return
+    if not _busy:
+        os._exit(Terminated.exit_code)  # idle: nothing to clean up
+    _unwinding = True
+    raise Terminated()
 
 
 def _raise_terminated(signum: int, frame: object) -> None:
     raise Terminated()
 
 
-# Seconds after which a SIGTERM that arrived where Python could not raise it is sent again.
+# Seconds after which a signal whose exception Python could not raise is sent again.
 REDELIVERY_DELAY = 0.01
+# The signal whose handler raises each exception (KeyboardInterrupt: Python's own for SIGINT).
+SIGNAL_OF = ((Terminated, signal.SIGTERM), (KeyboardInterrupt, signal.SIGINT))
 
 
-def _redeliver_termination(unraisable: sys.UnraisableHookArgs) -> None:
-    """``sys.unraisablehook``: a ``Terminated`` raised where Python cannot propagate it (a
-    weakref callback or ``__del__`` that the signal happened to interrupt) would be printed with
-    a traceback and lost; send SIGTERM again instead, so it is raised at the next safe point.
-    From another thread, a moment later: sent from here, its handler could run before this hook
-    returns, and raise inside the hook, where it is printed and lost the same way."""
-    if isinstance(unraisable.exc_value, Terminated):
-        resend = threading.Timer(REDELIVERY_DELAY, os.kill, (os.getpid(), signal.SIGTERM))
-        resend.daemon = True
-        resend.start()
-        return
+def _redeliver_signal(unraisable: sys.UnraisableHookArgs) -> None:
+    """``sys.unraisablehook``: a ``Terminated`` (SIGTERM) or KeyboardInterrupt (SIGINT) raised
+    where Python cannot propagate it (a weakref callback or ``__del__`` that the signal happened
+    to interrupt) would be printed with a traceback and lost, and the batch would go on; send
+    the signal again instead, so that its handler raises at the next safe point. Only while a
+    Python handler takes that signal (one raised the exception; an ignored or default signal
+    is left as it is). From another thread, a moment later: sent from here, the handler could
+    run before this hook returns, and raise inside the hook, where it is printed and lost the
+    same way."""
+    global _unwinding
+    for exception, signum in SIGNAL_OF:
+        if isinstance(unraisable.exc_value, exception) and callable(signal.getsignal(signum)):
+            _unwinding = False  # in a worker: nothing is unwinding, so the resent SIGTERM raises
+            resend = threading.Timer(REDELIVERY_DELAY, os.kill, (os.getpid(), signum))
+            resend.daemon = True
+            resend.start()
+            return
     sys.__unraisablehook__(unraisable)
 
 
@@ -286,7 +308,7 @@ def sigterm_raises() -> Iterator[None]:
         yield
         return
     before = signal.signal(signal.SIGTERM, _raise_terminated)
-    hook, sys.unraisablehook = sys.unraisablehook, _redeliver_termination
+    hook, sys.unraisablehook = sys.unraisablehook, _redeliver_signal
     try:
         yield
     finally:

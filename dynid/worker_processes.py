@@ -70,9 +70,11 @@ def leave_if_reimporting_main() -> None:
 
 def stop_workers(pool: ProcessPoolExecutor) -> list[int | None]:
     """Cancel the pool's queued tasks, end its running workers (SIGTERM: they may clean up, then
-    exit; SIGKILL after ``STOP_GRACE`` s) and return their exit codes (negative: ended by that
-    signal). Also collects the workers of a pool that broke because one died."""
+    exit; SIGKILL after ``STOP_GRACE`` s), wait for the pool to close its queues and return the
+    workers' exit codes (negative: ended by that signal). Also collects the workers of a pool
+    that broke because one died."""
     processes = list((pool._processes or {}).values())  # no public way to reach the workers
+    manager = pool._executor_manager_thread  # nor to its thread, which shutdown forgets
     pool.shutdown(wait=False, cancel_futures=True)
     for process in processes:
         if process.is_alive():
@@ -82,6 +84,11 @@ def stop_workers(pool: ProcessPoolExecutor) -> list[int | None]:
         if process.is_alive():
             process.kill()
             process.join()
+    if manager is not None:
+        # It closes the pool's queues once it sees the workers gone. A SIGTERM ends dynid with
+        # os._exit, and queues still open then leave their semaphores to multiprocessing's
+        # resource tracker, which warns on stderr after dynid's last line.
+        manager.join(timeout=STOP_GRACE)
     return [process.exitcode for process in processes]
 
 

@@ -1,5 +1,6 @@
 """--each over many inputs: patterns, failing inputs, shards, --resume, --jobs, signals."""
 
+import contextlib
 import json
 import os
 import signal
@@ -243,6 +244,30 @@ def test_worker_threads_fit_the_cores():
     assert runner.worker_threads(4, cores=2) == 1
 
 
+@contextlib.contextmanager
+def _children_start_with_sigint(disposition: str):
+    """Processes started in the block begin with SIGINT at its default ("default") or ignored
+    ("ignored"), whatever this process got: a handler is reset to the default across exec, an
+    ignored signal stays ignored. pytest run as a background job of a script (``cmd &``, as
+    CI may run it) starts with SIGINT ignored, and so would every child it starts."""
+    before = signal.signal(signal.SIGINT, signal.default_int_handler if disposition == "default" else signal.SIG_IGN)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, before)
+
+
+def _start_batch(data: Path, outputs: Path, jobs: int, sigint: str) -> subprocess.Popen:
+    """``dynid fit DATA --each --model var --json --jobs JOBS -o OUTPUTS/{stem}.dynid`` started
+    with SIGINT ``sigint`` (``_children_start_with_sigint``); its pipes are bytes."""
+    env = {**os.environ, "NO_COLOR": "1"}
+    with _children_start_with_sigint(sigint):
+        return subprocess.Popen(
+            [sys.executable, "-m", "dynid", "fit", str(data), "--each", "--model", "var", "--json",
+             "--jobs", str(jobs), "-o", str(outputs / "{stem}.dynid")],
+            stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env)
+
+
 @pytest.mark.parametrize(("jobs", "signum", "code"), [
     (1, signal.SIGTERM, 130), (2, signal.SIGTERM, 130), (2, signal.SIGINT, 130)])
 def test_a_signal_ends_the_batch_promptly_without_partial_outputs(tmp_path, jobs, signum, code):
@@ -250,11 +275,9 @@ def test_a_signal_ends_the_batch_promptly_without_partial_outputs(tmp_path, jobs
     data.mkdir()
     for k in range(60):
         _write_var(data / f"s{k:02d}.csv", k, n=400)
-    env = {**os.environ, "NO_COLOR": "1"}
-    process = subprocess.Popen(
-        [sys.executable, "-m", "dynid", "fit", str(data), "--each", "--model", "var", "--json",
-         "--jobs", str(jobs), "-o", str(tmp_path / "m" / "{stem}.dynid")],
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env)
+    # SIGINT at its default, as a terminal's Ctrl-C finds it: started with it ignored, dynid
+    # keeps ignoring it (test_a_batch_started_with_sigint_ignored_keeps_ignoring_it).
+    process = _start_batch(data, tmp_path / "m", jobs, "default")
     first = process.stdout.readline()  # the batch is under way
     assert json.loads(first)["kind"] == "fit"
     process.send_signal(signum)
@@ -262,12 +285,32 @@ def test_a_signal_ends_the_batch_promptly_without_partial_outputs(tmp_path, jobs
     rest, stderr = process.communicate(timeout=30)
     assert time.monotonic() - start < 10
     assert process.returncode == code, stderr.decode()
+    said = {signal.SIGINT: "dynid: interrupted", signal.SIGTERM: "dynid: terminated"}[signum]
+    assert stderr.decode().splitlines()[-1:] == [said]
     assert b"Traceback" not in stderr
     written = sorted((tmp_path / "m").iterdir())
     assert len(written) < 60  # it stopped before the end
     time.sleep(1.5)
     assert sorted((tmp_path / "m").iterdir()) == written  # no worker outlived the batch
-    assert all(path.suffix == ".dynid" and runner.output_is_valid(str(path)) for path in written)
+    assert [path.name for path in written if not (path.suffix == ".dynid" and runner.output_is_valid(str(path)))] == []
+
+
+def test_a_batch_started_with_sigint_ignored_keeps_ignoring_it(tmp_path):
+    # POSIX: a shell without job control starts background jobs (`dynid ... &` in a script)
+    # with SIGINT ignored, so that a Ctrl-C meant for the script does not end them; a program
+    # keeps an ignored SIGINT ignored (Python then installs no KeyboardInterrupt handler, and
+    # dynid installs none of its own). SIGTERM is the signal that cancels such a batch.
+    data = tmp_path / "data"
+    data.mkdir()
+    for k in range(6):
+        _write_var(data / f"s{k:02d}.csv", k)
+    process = _start_batch(data, tmp_path / "m", 1, "ignored")
+    first = process.stdout.readline()  # the batch is under way
+    assert json.loads(first)["kind"] == "fit"
+    process.send_signal(signal.SIGINT)
+    rest, stderr = process.communicate(timeout=120)
+    assert process.returncode == 0 and stderr == b"", stderr.decode()
+    assert sorted(path.name for path in (tmp_path / "m").iterdir()) == [f"s{k:02d}.dynid" for k in range(6)]
 
 
 def test_a_script_without_main_guard_gets_one_error_line(tmp_path):
@@ -317,8 +360,81 @@ def test_a_termination_swallowed_by_a_callback_is_delivered_again_after_the_hook
     try:
         lost = types.SimpleNamespace(exc_type=runner.Terminated, exc_value=runner.Terminated(),
                                      exc_traceback=None, err_msg=None, object=None)
-        runner._redeliver_termination(lost)  # returns without raising
+        runner._redeliver_signal(lost)  # returns without raising
         with pytest.raises(runner.Terminated):
             time.sleep(5)
     finally:
         signal.signal(signal.SIGTERM, before)
+
+
+class _InterruptedWhileCollected:
+    """An object whose ``__del__`` the signal ``signum`` interrupts: the signal's handler
+    raises there, where Python can only print the exception and go on."""
+
+    def __init__(self, signum: int) -> None:
+        self.signum = signum
+
+    def __del__(self) -> None:
+        os.kill(os.getpid(), self.signum)
+        time.sleep(1)  # the handler runs in this call
+
+
+@pytest.mark.parametrize(("signum", "raised"), [(signal.SIGTERM, runner.Terminated), (signal.SIGINT, KeyboardInterrupt)])
+def test_a_signal_that_lands_in_a_finaliser_still_stops_the_work(capsys, signum, raised):
+    # Where a batch's parent collects the pool's objects (weakref callbacks, __del__), a signal's
+    # exception was printed and lost, and the batch ran to its end (SIGINT: exit 0).
+    before = signal.signal(signal.SIGINT, signal.default_int_handler)  # even where pytest ignores it
+    try:
+        with runner.sigterm_raises(), pytest.raises(raised):
+            _InterruptedWhileCollected(signum)  # collected at once
+            time.sleep(5)
+    finally:
+        signal.signal(signal.SIGINT, before)
+    assert "Exception ignored" not in capsys.readouterr().err
+
+
+def test_a_second_sigterm_does_not_cut_short_a_workers_cleanup(tmp_path, monkeypatch):
+    # The parent ends its workers with SIGTERM, and the pool's manager thread, seeing one of
+    # them gone, sends the others another (concurrent.futures' terminate_broken). Raised while
+    # the first unwound a job, it left the temporary file of the atomic write it cut short.
+    from dynid import atomic
+
+    unlink, sent = os.unlink, []
+
+    def terminated_again(path):  # the second SIGTERM lands as the cleanup starts
+        if not sent:
+            sent.append(path)
+            os.kill(os.getpid(), signal.SIGTERM)
+        unlink(path)
+
+    monkeypatch.setattr(runner, "_busy", True)  # as in a job; idle, the handler would os._exit
+    monkeypatch.setattr(runner, "_unwinding", False, raising=False)
+    monkeypatch.setattr(atomic.os, "unlink", terminated_again)
+    before = signal.signal(signal.SIGTERM, runner._worker_sigterm)
+    try:
+        with pytest.raises(runner.Terminated), atomic.atomic_path(tmp_path / "m.dynid") as temp:
+            Path(temp).write_bytes(b"half a model")
+            os.kill(os.getpid(), signal.SIGTERM)  # the first: the job unwinds
+            time.sleep(5)
+    finally:
+        signal.signal(signal.SIGTERM, before)
+    assert sent and os.listdir(tmp_path) == []
+
+
+def test_a_worker_leaves_only_once_the_interrupted_job_has_closed_its_files(tmp_path):
+    # A SIGTERM can land between two steps of a with statement: the atomic write's context
+    # manager has yielded its temporary path and its exit has not begun. Held by the frames of
+    # the exception's traceback, it removes the file only when released: before the worker's
+    # os._exit, or never.
+    result = run_script(
+        "from pathlib import Path\n"
+        "from dynid import runner\n"
+        "from dynid.atomic import atomic_path\n"
+        "def job(_):\n"
+        "    write = atomic_path('m.dynid')\n"
+        "    Path(write.__enter__()).write_bytes(b'half a model')\n"
+        "    raise runner.Terminated()  # as the signal's handler raises it, the with's exit not begun\n"
+        "runner._run_in_worker(job, runner.Job('in.csv', 'm.dynid'), 1)\n",
+        cwd=tmp_path)
+    assert result.returncode == 130, result.stderr
+    assert sorted(os.listdir(tmp_path)) == ["script.py"]

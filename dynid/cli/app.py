@@ -27,6 +27,9 @@ from dynid.cli import (
 
 
 
+# Exit code of an interrupted command (SIGINT, Ctrl-C; CONTRACT), as the shell reports 128 + SIGINT.
+INTERRUPTED = 130
+
 app = typer.Typer(
     name="dynid",
     help="Identify the dynamics behind time-series files: fit, forecast, equations, causality, reports.",
@@ -89,7 +92,13 @@ def main(argv: Optional[list[str]] = None) -> int:
         with sigterm_raises(), warnings.catch_warnings():
             warnings.showwarning = _warning_printer(quiet)
             result = command.main(args=args, prog_name="dynid", standalone_mode=False)
-        return result if isinstance(result, int) else 0
+        code = result if isinstance(result, int) else 0
+        if code == INTERRUPTED:
+            # Typer turns KeyboardInterrupt into Exit(130) and returns its code, silently (the
+            # except clause below sees it only from older Typer); say so, as SIGTERM does. No
+            # dynid command exits 130 otherwise; the traceback is gone, so none with -v.
+            _fail("dynid: interrupted", None, verbose)
+        return code
     except typer_exceptions.Exit as exc:
         return exc.exit_code
     except click_exceptions.NoArgsIsHelpError as exc:
@@ -101,7 +110,7 @@ def main(argv: Optional[list[str]] = None) -> int:
         return 2 if isinstance(exc, click_exceptions.UsageError) else exc.exit_code
     except (KeyboardInterrupt, typer_exceptions.Abort) as exc:
         _fail("dynid: interrupted", exc, verbose)
-        return 130
+        return INTERRUPTED
     except Terminated as exc:
         import contextlib
         import os
@@ -155,8 +164,8 @@ def _silence_stdout() -> None:
         pass
 
 
-def _fail(line: str, exc: BaseException, verbose: bool) -> None:
-    if verbose:
+def _fail(line: str, exc: Optional[BaseException], verbose: bool) -> None:
+    if verbose and exc is not None:
         import traceback
 
         traceback.print_exception(exc, file=sys.stderr)

@@ -277,8 +277,13 @@ def _parse(source: str | io.BytesIO, name: str, fmt: Format):  # type: ignore[no
     plain = fmt.skip == 0 and fmt.names is None
     if plain and fmt.sep != WHITESPACE and fmt.decimal == "." and fmt.encoding.startswith("utf-8"):
         try:
-            import pyarrow  # noqa: F401  (the fast multi-threaded engine for large files)
+            import pyarrow  # the fast multi-threaded engine for large files
 
+            # dynid handles SIGINT and SIGTERM itself (KeyboardInterrupt, runner.Terminated).
+            # pyarrow's handlers, set for the length of a read, lost such a signal now and then
+            # (42 of 300 in a loop of reads) and the command ran on to exit 0; a read takes
+            # milliseconds, and Python's handler runs once it returns.
+            pyarrow.enable_signal_handlers(False)
             return pd.read_csv(source, sep=fmt.sep, engine="pyarrow")
         except ImportError:
             pass
