@@ -41,8 +41,7 @@ def atomic_path(target: str | os.PathLike[str]) -> Iterator[str]:
         except OSError as exc:
             raise DataError(f"{target}: cannot write there ({exc.strerror or exc})") from exc
         except BaseException:
-            with contextlib.suppress(FileNotFoundError):
-                os.unlink(temp)
+            _discard(temp)
             raise
     try:
         yield temp
@@ -59,9 +58,14 @@ def atomic_path(target: str | os.PathLike[str]) -> Iterator[str]:
             except OSError as exc:
                 raise DataError(f"{target}: cannot write there ({exc.strerror or exc})") from exc
     except BaseException:
-        with contextlib.suppress(FileNotFoundError):
-            os.unlink(temp)
+        _discard(temp)
         raise
+
+
+def _discard(temp: str) -> None:
+    """Remove the temporary file ``temp`` if it is there."""
+    with contextlib.suppress(FileNotFoundError):
+        os.unlink(temp)
 
 
 def refuse_binary_terminal() -> None:
