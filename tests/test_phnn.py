@@ -187,12 +187,10 @@ def test_hnn_needs_coordinates_and_momenta():
     assert not PHNN.capabilities.uniform_steps
 
 
-def test_the_report_shows_the_energy_of_a_free_run_for_energy_models_only(monkeypatch):
+def test_the_report_shows_the_energy_of_a_free_run_for_energy_models_only():
     from dynid.modelfile import ModelFile, describe_fit
-    from dynid.report import build_report, energy
+    from dynid.report import build_report
     from tests.test_report import check_page
-
-    monkeypatch.setattr(energy, "FREE_RUN_STEPS", 200)  # the layout, not the physics, here
 
     data = oscillator(0.2, trials=1, n=40)
     pages = {}
@@ -202,5 +200,6 @@ def test_the_report_shows_the_energy_of_a_free_run_for_energy_models_only(monkey
         pages[name] = build_report([(f"{name}.dynid", ModelFile(model, meta))], [], data)
     check_page(pages["phnn"])
     assert "Energy over a long free run" in pages["phnn"]
-    assert "free run of 200 steps" in pages["phnn"]
+    # With data the plot draws score's free run (round 11), not a run of its own.
+    assert "the free run dynid score scores: 10,000 steps" in pages["phnn"]
     assert "Energy over a long free run" not in pages["node"]
