@@ -41,8 +41,7 @@ def states(
     model = loaded.model
     # Missing values kept: a model that takes none infers each complete stretch apart, and
     # still writes a row (empty) for every row of DATA.
-    nan_default = "keep"
-    dataset = load_for_model(model_path, model, data, [data_file], nan_default=nan_default, labels=labels, out=out)
+    dataset = load_for_model(model_path, model, data, [data_file], nan_default="keep", labels=labels, out=out)
     check_time_unit(model_path, loaded, dataset)
     # DATA's own times, date-times included, so that each row joins the row of DATA it is of.
     origin = iso_origin(time_format, dataset.time_origin, output)
